@@ -1,0 +1,102 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { JsonObject, Nullable, Text, Timestamp, StringEnum } from './common.js';
+
+export const COMMAND_TYPES = ['turn', 'steer', 'interrupt', 'resume'] as const;
+export type CommandType = (typeof COMMAND_TYPES)[number];
+
+export const COMMAND_STATES = [
+  'accepted',
+  'delivered',
+  'confirmed',
+  'completed',
+  'failed',
+  'blocked',
+  'cancelled',
+  'expired',
+] as const;
+export type CommandState = (typeof COMMAND_STATES)[number];
+export const TERMINAL_COMMAND_STATES: readonly CommandState[] = [
+  'completed',
+  'failed',
+  'blocked',
+  'cancelled',
+  'expired',
+];
+export const COMMAND_OUTCOMES = ['completed', 'failed', 'blocked', 'cancelled'] as const;
+export type CommandOutcome = (typeof COMMAND_OUTCOMES)[number];
+
+export const CommandCreateBody = Type.Object(
+  {
+    type: StringEnum(COMMAND_TYPES),
+    idempotencyKey: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x21-\\x7e]+$' }),
+    ),
+    payload: Type.Optional(JsonObject),
+  },
+  { additionalProperties: false },
+);
+export type CommandCreateBody = Static<typeof CommandCreateBody>;
+
+export const SteerDelivery = Type.Object({
+  targetCommandId: Nullable(Type.String()),
+  acknowledged: Type.Boolean(),
+  forwarded: Type.Boolean(),
+  accepted: Type.Boolean(),
+  targetTurnId: Nullable(Type.String()),
+  laterTargetEventsSeen: Type.Boolean(),
+  message: Nullable(Type.String()),
+});
+export type SteerDelivery = Static<typeof SteerDelivery>;
+
+export const Command = Type.Object(
+  {
+    commandId: Type.String(),
+    runId: Type.String(),
+    seq: Type.Integer(),
+    type: StringEnum(COMMAND_TYPES),
+    state: StringEnum(COMMAND_STATES),
+    idempotencyKey: Nullable(Type.String()),
+    payloadHash: Type.String(),
+    payload: JsonObject,
+    targetCommandId: Nullable(Type.String()),
+    threadId: Nullable(Type.String()),
+    turnId: Nullable(Type.String()),
+    runnerId: Nullable(Type.String()),
+    failureKind: Nullable(Type.String()),
+    message: Nullable(Type.String()),
+    cancelRequested: Type.Boolean(),
+    createdAt: Timestamp,
+    deliveredAt: Nullable(Timestamp),
+    confirmedAt: Nullable(Timestamp),
+    terminalAt: Nullable(Timestamp),
+    expiresAt: Timestamp,
+    steerDelivery: Type.Optional(SteerDelivery),
+  },
+  { $id: 'Command' },
+);
+export type Command = Static<typeof Command>;
+
+/** Runner's terminal report (PATCH /commands/:id/status). */
+export const CommandStatusBody = Type.Object(
+  {
+    runnerId: Text(100),
+    state: StringEnum(COMMAND_OUTCOMES),
+    failureKind: Type.Optional(Type.String({ maxLength: 64 })),
+    message: Type.Optional(Text(4000, 0)),
+    threadId: Type.Optional(Text(255)),
+    turnId: Type.Optional(Text(255)),
+    steerDelivery: Type.Optional(
+      Type.Object(
+        {
+          forwarded: Type.Boolean(),
+          accepted: Type.Boolean(),
+          targetTurnId: Type.Optional(Nullable(Text(255))),
+          message: Type.Optional(Nullable(Text(4000, 0))),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type CommandStatusBody = Static<typeof CommandStatusBody>;

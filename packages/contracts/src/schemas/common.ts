@@ -1,0 +1,65 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { FAILURE_KIND_NAMES } from '../failure-kinds.js';
+
+export const PROFILE_SLUG_PATTERN = '^[a-z0-9][a-z0-9-]{0,63}$';
+export const BUILTIN_PROFILES = ['builtin-a', 'builtin-b', 'builtin-c', 'builtin-d'] as const;
+export type BuiltinProfile = (typeof BUILTIN_PROFILES)[number];
+
+/** Namespace and name prefixes the manager may touch (spec/2, provider profile rule 9). */
+export const SECRET_NAMESPACE = 'svc-v01';
+export const PROVIDER_SECRET_PREFIX = 'svc-v01-provider-';
+export const TOOL_SECRET_PREFIX = 'svc-v01-tool-';
+
+/** A string enum whose static type is the union of its literal values. */
+export const StringEnum = <const T extends readonly string[]>(
+  values: T,
+  options: { description?: string } = {},
+) => Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options });
+
+export const Id = Type.String({ pattern: '^[a-z][a-z0-9]{0,15}-[a-z0-9-]{4,80}$', maxLength: 100 });
+export const Slug = Type.String({ pattern: PROFILE_SLUG_PATTERN });
+/** Free text that is safe to store: no NUL (PostgreSQL text cannot hold it), bounded. */
+export const Text = (maxLength: number, minLength = 1) =>
+  Type.String({ minLength, maxLength, pattern: '^[^\\u0000]*$' });
+export const Timestamp = Type.String({ description: 'ISO 8601 timestamp' });
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+export const JsonObject = Type.Record(Type.String(), Type.Unknown());
+
+export const ErrorBody = Type.Object(
+  {
+    failureKind: StringEnum(FAILURE_KIND_NAMES),
+    message: Type.String(),
+    traceId: Type.String(),
+    details: Type.Optional(JsonObject),
+  },
+  { $id: 'ErrorBody' },
+);
+export type ErrorBody = Static<typeof ErrorBody>;
+
+export const SecretRef = Type.Object(
+  {
+    namespace: Type.Optional(Text(63)),
+    name: Text(253),
+    keys: Type.Optional(Type.Array(Text(253), { maxItems: 32 })),
+  },
+  { additionalProperties: false },
+);
+export type SecretRef = Static<typeof SecretRef>;
+
+/** The same SecretRef as stored and returned: always complete. */
+export const SecretRefRecord = Type.Object({
+  namespace: Type.String(),
+  name: Type.String(),
+  keys: Type.Array(Type.String()),
+  valuesPrinted: Type.Literal(false),
+});
+export type SecretRefRecord = Static<typeof SecretRefRecord>;
+
+export const PageQuery = (defaultLimit: number, maxLimit: number) =>
+  Type.Object(
+    {
+      afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
+      limit: Type.Optional(Type.Integer({ minimum: 1, maximum: maxLimit, default: defaultLimit })),
+    },
+    { additionalProperties: false },
+  );

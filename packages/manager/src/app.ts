@@ -1,0 +1,89 @@
+import { randomUUID } from 'node:crypto';
+import Fastify from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Redactor } from '@svc/contracts';
+import type { ManagerConfig } from './config.js';
+import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
+import { assertProfileUsable } from './domain/profiles/status.js';
+import { registerAuth } from './http/auth.js';
+import { registerErrorHandling } from './http/errors.js';
+import { registerInputSafety } from './http/input-safety.js';
+import { registerValidation } from './http/validation.js';
+import type { Logger } from './logging.js';
+import { backendRoutes } from './routes/backends.js';
+import { commandRoutes } from './routes/commands.js';
+import type { App } from './routes/common.js';
+import { eventRoutes } from './routes/events.js';
+import { healthRoutes } from './routes/health.js';
+import { runnerRoutes } from './routes/runner.js';
+import { runRoutes } from './routes/runs.js';
+import type { SecretStore } from './secrets/store.js';
+import type { Store } from './store/db.js';
+
+export const BODY_LIMIT_BYTES = 1024 * 1024;
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export interface AppDeps {
+  config: ManagerConfig;
+  store: Store;
+  logger: Logger;
+  redactor: Redactor;
+  secrets: SecretStore;
+  hooks?: Partial<DomainHooks>;
+}
+
+export interface BuiltApp {
+  app: App;
+  ctx: Ctx;
+}
+
+/** Assemble the HTTP service around an open, migrated store. */
+export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    bodyLimit: BODY_LIMIT_BYTES,
+    // A caller's x-request-id becomes the traceId when it is a plain token; otherwise a new one.
+    requestIdHeader: false,
+    genReqId: (request) => {
+      const given = request.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    return503OnClosing: true,
+    forceCloseConnections: true,
+  }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
+
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  registerValidation(app);
+  registerInputSafety(app);
+  registerErrorHandling(app);
+  registerAuth(app, { apiKey: deps.config.apiKey, deploymentMode: deps.config.deploymentMode });
+
+  const hooks: DomainHooks = {
+    ...noHooks,
+    assertProfileUsable: (profile) => assertProfileUsable(deps.secrets, profile),
+    ...deps.hooks,
+  };
+  const ctx: Ctx = {
+    db: deps.store.db,
+    config: deps.config,
+    wakeups: deps.store.wakeups,
+    logger: deps.logger,
+    hooks,
+  };
+
+  healthRoutes(app, {
+    config: deps.config,
+    store: deps.store,
+    redactedValueCount: () => deps.redactor.size,
+    extra: () => Promise.resolve({}),
+  });
+  runRoutes(app, ctx);
+  commandRoutes(app, ctx);
+  eventRoutes(app, ctx);
+  runnerRoutes(app, ctx);
+  backendRoutes(app, ctx, deps.secrets);
+  await app.ready();
+  return { app, ctx };
+}

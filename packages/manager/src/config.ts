@@ -1,0 +1,152 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import {
+  APPROVAL_LEVELS,
+  EnvReader,
+  NETWORK_LEVELS,
+  SANDBOX_LEVELS,
+  type ApprovalLevel,
+  type Env,
+  type NetworkLevel,
+  type SandboxLevel,
+} from '@svc/contracts';
+import type { StoreConfig } from './store/db.js';
+
+/** The widest execution policy a run may ask for, and the defaults that complete a policy. */
+export interface PolicyLimits {
+  maxSandbox: SandboxLevel;
+  maxApproval: ApprovalLevel;
+  maxNetwork: NetworkLevel;
+  maxTimeoutMs: number;
+  allowedTools: string[];
+  defaultSandbox: SandboxLevel;
+  defaultApproval: ApprovalLevel;
+  defaultNetwork: NetworkLevel;
+  defaultTimeoutMs: number;
+}
+
+export interface ManagerConfig {
+  host: string;
+  port: number;
+  dataDir: string;
+  store: StoreConfig;
+  /** `runtime` deployments must be given SVC_API_KEY; `local` runs permissive without one. */
+  deploymentMode: 'local' | 'runtime';
+  apiKey: string | null;
+  tenants: string[];
+  policy: PolicyLimits;
+  logLevel: string;
+  leaseTtlMs: number;
+  heartbeatIntervalMs: number;
+  pollWaitMaxMs: number;
+  commandTtlMs: number;
+  maintenanceIntervalMs: number;
+  serviceId: string;
+  build: { version: string; commit: string; builtAt: string | null };
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+/** Parse the manager's environment once. Throws ConfigError listing every problem. */
+export function loadConfig(env: Env = process.env): ManagerConfig {
+  const r = new EnvReader(env);
+  const dataDir = resolve(r.string('SVC_DATA_DIR', './.data'));
+  const databaseUrl = r.url('DATABASE_URL');
+  const store: StoreConfig = databaseUrl
+    ? {
+        kind: 'postgres',
+        url: databaseUrl,
+        poolSize: r.int('SVC_DB_POOL_SIZE', 10, { min: 1, max: 200 }),
+      }
+    : { kind: 'pglite', dataDir: resolve(dataDir, 'pglite') };
+
+  const apiKey = readApiKey(r);
+  const deploymentMode = r.oneOf('SVC_DEPLOYMENT_MODE', ['local', 'runtime'] as const, 'local');
+
+  const policy: PolicyLimits = {
+    maxSandbox: r.oneOf('SVC_POLICY_MAX_SANDBOX', SANDBOX_LEVELS, 'danger-full-access'),
+    maxApproval: r.oneOf('SVC_POLICY_MAX_APPROVAL', APPROVAL_LEVELS, 'never'),
+    maxNetwork: r.oneOf('SVC_POLICY_MAX_NETWORK', NETWORK_LEVELS, 'enabled'),
+    maxTimeoutMs: r.int('SVC_POLICY_MAX_TIMEOUT_MS', 3_600_000, { min: 1000 }),
+    allowedTools: r.list('SVC_POLICY_ALLOWED_TOOLS', ['codehost', 'platform-ssh']),
+    defaultSandbox: r.oneOf('SVC_POLICY_DEFAULT_SANDBOX', SANDBOX_LEVELS, 'workspace-write'),
+    defaultApproval: r.oneOf('SVC_POLICY_DEFAULT_APPROVAL', APPROVAL_LEVELS, 'never'),
+    defaultNetwork: r.oneOf('SVC_POLICY_DEFAULT_NETWORK', NETWORK_LEVELS, 'disabled'),
+    defaultTimeoutMs: r.int('SVC_POLICY_DEFAULT_TIMEOUT_MS', 600_000, { min: 1000 }),
+  };
+  checkDefaultsWithinCeiling(r, policy);
+
+  const config: ManagerConfig = {
+    host: r.string('HOST', '127.0.0.1'),
+    port: r.int('PORT', 8080, { min: 0, max: 65535 }),
+    dataDir,
+    store,
+    deploymentMode,
+    apiKey,
+    tenants: r.list('SVC_TENANT_ALLOWLIST', ['tenant-a', 'tenant-b']),
+    policy,
+    logLevel: r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
+    leaseTtlMs: r.int('SVC_LEASE_TTL_MS', 30_000, { min: 1000 }),
+    heartbeatIntervalMs: r.int('SVC_HEARTBEAT_INTERVAL_MS', 10_000, { min: 100 }),
+    pollWaitMaxMs: r.int('SVC_POLL_WAIT_MAX_MS', 20_000, { min: 0, max: 30_000 }),
+    commandTtlMs: r.int('SVC_COMMAND_TTL_MS', 15 * 60_000, { min: 1000 }),
+    maintenanceIntervalMs: r.int('SVC_MAINTENANCE_INTERVAL_MS', 10_000, { min: 100 }),
+    serviceId: r.string('SVC_SERVICE_ID', 'run-manager'),
+    build: {
+      version: r.string('SVC_VERSION', '0.1.0'),
+      commit: r.optional('SVC_SOURCE_COMMIT') ?? gitCommit() ?? 'unknown',
+      builtAt: r.optional('SVC_BUILD_TIME') ?? null,
+    },
+  };
+  if (config.heartbeatIntervalMs >= config.leaseTtlMs) {
+    r.fail('SVC_HEARTBEAT_INTERVAL_MS must be shorter than SVC_LEASE_TTL_MS');
+  }
+  if (config.tenants.length === 0) r.fail('SVC_TENANT_ALLOWLIST must name at least one tenant');
+  r.done();
+  return config;
+}
+
+function readApiKey(r: EnvReader): string | null {
+  const inline = r.raw('SVC_API_KEY');
+  const file = r.raw('SVC_API_KEY_FILE');
+  if (inline && file) {
+    r.fail('set only one of SVC_API_KEY and SVC_API_KEY_FILE');
+    return null;
+  }
+  if (file) {
+    try {
+      const key = readFileSync(file, 'utf8').trim();
+      if (!key) r.fail(`SVC_API_KEY_FILE ${file} is empty`);
+      return key || null;
+    } catch (error) {
+      r.fail(
+        `SVC_API_KEY_FILE ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
+      return null;
+    }
+  }
+  return inline ?? null;
+}
+
+function checkDefaultsWithinCeiling(r: EnvReader, p: PolicyLimits): void {
+  const rank = <T extends string>(levels: readonly T[], v: T) => levels.indexOf(v);
+  if (rank(SANDBOX_LEVELS, p.defaultSandbox) > rank(SANDBOX_LEVELS, p.maxSandbox))
+    r.fail('SVC_POLICY_DEFAULT_SANDBOX is wider than SVC_POLICY_MAX_SANDBOX');
+  if (rank(APPROVAL_LEVELS, p.defaultApproval) > rank(APPROVAL_LEVELS, p.maxApproval))
+    r.fail('SVC_POLICY_DEFAULT_APPROVAL is wider than SVC_POLICY_MAX_APPROVAL');
+  if (rank(NETWORK_LEVELS, p.defaultNetwork) > rank(NETWORK_LEVELS, p.maxNetwork))
+    r.fail('SVC_POLICY_DEFAULT_NETWORK is wider than SVC_POLICY_MAX_NETWORK');
+  if (p.defaultTimeoutMs > p.maxTimeoutMs)
+    r.fail('SVC_POLICY_DEFAULT_TIMEOUT_MS is above SVC_POLICY_MAX_TIMEOUT_MS');
+}
+
+/** The checkout's commit, read from .git without spawning git (absent in images). */
+function gitCommit(): string | null {
+  try {
+    const head = readFileSync('.git/HEAD', 'utf8').trim();
+    if (!head.startsWith('ref: ')) return head;
+    return readFileSync(`.git/${head.slice(5)}`, 'utf8').trim();
+  } catch {
+    return null;
+  }
+}

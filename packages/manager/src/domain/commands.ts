@@ -1,0 +1,331 @@
+import { sql } from 'kysely';
+import {
+  newId,
+  OUTCOME_FAILURE_KINDS,
+  payloadHash,
+  ServiceError,
+  TERMINAL_COMMAND_STATES,
+  type Command,
+  type CommandCreateBody,
+  type CommandStatusBody,
+} from '@svc/contracts';
+import {
+  activeTurn,
+  expireDue,
+  findCommand,
+  findCommandByKey,
+  insertCommand,
+  updateCommand,
+  type CommandRow,
+} from '../store/commands.js';
+import { json } from '../store/json.js';
+import type { Executor, RunRow, Tx } from '../store/runs.js';
+import { runWakeKey } from '../store/wakeups.js';
+import { checkCommandPayload } from './command-payload.js';
+import type { Ctx } from './context.js';
+import { managerEvent, writeEvents } from './event-log.js';
+import { assertLeaseOwner } from './lease-checks.js';
+import { toCommand } from './records.js';
+import { isTerminalRun, lockRunOrThrow } from './runs.js';
+
+export const isTerminalCommand = (state: string) =>
+  (TERMINAL_COMMAND_STATES as readonly string[]).includes(state);
+
+export interface CreatedCommand {
+  command: Command;
+  created: boolean;
+}
+
+/**
+ * Create a command. An idempotency key makes a retry return the first command when the payload
+ * hash matches and fail with `idempotency-conflict` when it does not. The run row lock orders
+ * concurrent creations, so two racing requests with one key create one command.
+ */
+export async function createCommand(
+  ctx: Ctx,
+  runId: string,
+  body: CommandCreateBody,
+): Promise<CreatedCommand> {
+  const payload = body.payload ?? {};
+  const hash = payloadHash({ type: body.type, payload });
+  const result = await ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, runId);
+    if (body.idempotencyKey) {
+      const existing = await findCommandByKey(trx, runId, body.idempotencyKey);
+      if (existing) {
+        if (existing.payload_hash !== hash) {
+          throw new ServiceError(
+            'idempotency-conflict',
+            `idempotency key ${body.idempotencyKey} was used with a different payload`,
+            {
+              commandId: existing.command_id,
+              existingPayloadHash: existing.payload_hash,
+              payloadHash: hash,
+            },
+          );
+        }
+        return { row: existing, created: false };
+      }
+    }
+    checkCommandPayload(body.type, payload, run.backend_profile);
+    if (isTerminalRun(run.state)) {
+      throw new ServiceError(
+        'run-terminal',
+        `run ${runId} is ${run.state}; it accepts no new commands`,
+        { runState: run.state },
+      );
+    }
+    await ctx.hooks.beforeCommand?.(trx, run);
+    const target = await resolveTarget(trx, run, body.type, payload);
+    const seq = run.command_seq + 1;
+    const row = await insertCommand(trx, {
+      command_id: newId('cmd'),
+      run_id: runId,
+      seq,
+      type: body.type,
+      state: 'accepted',
+      idempotency_key: body.idempotencyKey ?? null,
+      payload_hash: hash,
+      payload: json(payload),
+      target_command_id: target,
+      thread_id: typeof payload['threadId'] === 'string' ? payload['threadId'] : null,
+      expires_at: new Date(Date.now() + ctx.config.commandTtlMs),
+    });
+    const latest =
+      body.type === 'turn' || body.type === 'resume' ? row.command_id : run.latest_command_id;
+    await trx
+      .updateTable('runs')
+      .set({ command_seq: seq, latest_command_id: latest, updated_at: sql`now()` } as never)
+      .where('run_id', '=', runId)
+      .execute();
+    return { row, created: true };
+  });
+  if (result.created) await ctx.wakeups.publish(runWakeKey(runId));
+  return { command: toCommand(result.row), created: result.created };
+}
+
+async function resolveTarget(
+  trx: Tx,
+  run: RunRow,
+  type: CommandCreateBody['type'],
+  payload: Record<string, unknown>,
+): Promise<string | null> {
+  if (type !== 'steer' && type !== 'interrupt') return null;
+  const named = payload['targetCommandId'];
+  if (typeof named === 'string') {
+    const target = await findCommand(trx, named);
+    if (!target || target.run_id !== run.run_id || target.type !== 'turn') {
+      throw new ServiceError(
+        'schema-invalid',
+        `payload.targetCommandId ${named} is not a turn of run ${run.run_id}`,
+        { field: 'payload.targetCommandId' },
+      );
+    }
+    return target.command_id;
+  }
+  return (await activeTurn(trx, run.run_id))?.command_id ?? null;
+}
+
+export async function getCommandRow(
+  db: Executor,
+  commandId: string,
+  runId?: string,
+): Promise<CommandRow> {
+  const row = await findCommand(db, commandId);
+  if (!row || (runId !== undefined && row.run_id !== runId)) {
+    throw new ServiceError(
+      'not-found',
+      runId ? `command ${commandId} not found in run ${runId}` : `command ${commandId} not found`,
+    );
+  }
+  return row;
+}
+
+export async function getCommand(ctx: Ctx, runId: string, commandId: string): Promise<Command> {
+  await expireDue(ctx.db, runId);
+  return toCommand(await getCommandRow(ctx.db, commandId, runId));
+}
+
+/**
+ * Cancel one command. Not yet acknowledged: cancelled at once, and no runner will take it.
+ * Acknowledged (running): cancelled durably now; the runner sees it in its control signals,
+ * interrupts the agent and records what the turn did until then. Terminal: unchanged.
+ */
+export async function cancelCommand(
+  ctx: Ctx,
+  commandId: string,
+  reason: string | undefined,
+): Promise<Command> {
+  const existing = await getCommandRow(ctx.db, commandId);
+  const row = await ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, existing.run_id);
+    const command = await getCommandRow(trx, commandId);
+    if (isTerminalCommand(command.state)) return command;
+    return finishCommand(ctx, trx, run, command, {
+      state: 'cancelled',
+      failureKind: 'cancelled',
+      message: reason ? `cancelled: ${reason}` : 'cancelled',
+      via: 'command-cancel',
+      extra: { cancel_requested_at: new Date() },
+    });
+  });
+  await ctx.wakeups.publish(runWakeKey(existing.run_id));
+  return toCommand(row);
+}
+
+/** Runner acknowledgement: accepted/delivered -> confirmed, and the run claimed -> running. */
+export async function ackCommand(ctx: Ctx, commandId: string, runnerId: string): Promise<Command> {
+  const existing = await getCommandRow(ctx.db, commandId);
+  const row = await ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, existing.run_id);
+    assertLeaseOwner(run, runnerId);
+    const command = await getCommandRow(trx, commandId);
+    if (command.state === 'confirmed' && command.runner_id === runnerId) return command;
+    if (command.state !== 'accepted' && command.state !== 'delivered') {
+      throw new ServiceError(
+        'state-conflict',
+        `command ${commandId} is ${command.state}; only accepted or delivered commands can be acknowledged`,
+        {
+          state: command.state,
+        },
+      );
+    }
+    const confirmed = await updateCommand(trx, commandId, {
+      state: 'confirmed',
+      confirmed_at: new Date(),
+      runner_id: runnerId,
+      delivered_at: command.delivered_at ?? new Date(),
+    });
+    if (run.state === 'claimed' || run.state === 'pending') {
+      await trx
+        .updateTable('runs')
+        .set({ state: 'running', updated_at: sql`now()` } as never)
+        .where('run_id', '=', run.run_id)
+        .execute();
+    }
+    return confirmed;
+  });
+  return toCommand(row);
+}
+
+/**
+ * The runner's terminal report. `completed` needs an acknowledged command. The terminal_status
+ * event is written here, in the same transaction as the state, so the two never disagree.
+ * A command already terminal (for example cancelled meanwhile) is returned unchanged.
+ */
+export async function reportCommandStatus(
+  ctx: Ctx,
+  commandId: string,
+  body: CommandStatusBody,
+): Promise<Command> {
+  const failureKind = normalizeOutcome(body.state, body.failureKind);
+  const existing = await getCommandRow(ctx.db, commandId);
+  const row = await ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, existing.run_id);
+    const command = await getCommandRow(trx, commandId);
+    if (isTerminalCommand(command.state)) return command;
+    assertLeaseOwner(run, body.runnerId);
+    if (body.state === 'completed' && command.state !== 'confirmed') {
+      throw new ServiceError(
+        'state-conflict',
+        `command ${commandId} is ${command.state}; acknowledge it before reporting completed`,
+        { state: command.state },
+      );
+    }
+    const steer = body.steerDelivery
+      ? json({
+          forwarded: body.steerDelivery.forwarded,
+          accepted: body.steerDelivery.accepted,
+          targetTurnId: body.steerDelivery.targetTurnId ?? null,
+          message: body.steerDelivery.message ?? null,
+        })
+      : undefined;
+    return finishCommand(ctx, trx, run, command, {
+      state: body.state,
+      failureKind,
+      message: body.message ?? null,
+      via: 'runner',
+      threadId: body.threadId ?? null,
+      turnId: body.turnId ?? null,
+      extra: {
+        runner_id: body.runnerId,
+        ...(body.threadId ? { thread_id: body.threadId } : {}),
+        ...(body.turnId ? { turn_id: body.turnId } : {}),
+        ...(steer ? { steer_delivery: steer } : {}),
+      },
+    });
+  });
+  return toCommand(row);
+}
+
+function normalizeOutcome(
+  state: CommandStatusBody['state'],
+  failureKind: string | undefined,
+): string | null {
+  if (state === 'completed') {
+    if (failureKind)
+      throw new ServiceError('schema-invalid', 'a completed command carries no failureKind');
+    return null;
+  }
+  const kind =
+    failureKind ??
+    (state === 'cancelled' ? 'cancelled' : state === 'failed' ? 'backend-failed' : undefined);
+  if (!kind) throw new ServiceError('schema-invalid', `state ${state} needs a failureKind`);
+  if (!(OUTCOME_FAILURE_KINDS as readonly string[]).includes(kind)) {
+    throw new ServiceError(
+      'schema-invalid',
+      `failureKind ${kind} is not an outcome kind (${OUTCOME_FAILURE_KINDS.join(', ')})`,
+    );
+  }
+  return kind;
+}
+
+/** Move a command to a terminal state with its terminal_status event (run row locked). */
+export async function finishCommand(
+  ctx: Ctx,
+  trx: Tx,
+  run: RunRow,
+  command: CommandRow,
+  outcome: {
+    state: 'completed' | 'failed' | 'blocked' | 'cancelled';
+    failureKind: string | null;
+    message: string | null;
+    via: string;
+    threadId?: string | null;
+    turnId?: string | null;
+    details?: Record<string, unknown>;
+    extra?: Record<string, unknown>;
+  },
+): Promise<CommandRow> {
+  await writeEvents(trx, run, [
+    managerEvent(
+      'terminal_status',
+      'command.terminal',
+      `terminal:${command.command_id}`,
+      command.command_id,
+      {
+        status: outcome.state,
+        failureKind: outcome.failureKind,
+        message: outcome.message,
+        threadId: outcome.threadId ?? command.thread_id,
+        turnId: outcome.turnId ?? command.turn_id,
+        ...(outcome.details ? { details: outcome.details } : {}),
+        via: outcome.via,
+      },
+    ),
+  ]);
+  const updated = await updateCommand(trx, command.command_id, {
+    state: outcome.state,
+    failure_kind: outcome.failureKind,
+    message: outcome.message,
+    terminal_at: new Date(),
+    ...outcome.extra,
+  });
+  await ctx.hooks.onTerminal(trx, {
+    runId: run.run_id,
+    commandId: command.command_id,
+    state: outcome.state,
+    threadId: updated.thread_id,
+  });
+  return updated;
+}

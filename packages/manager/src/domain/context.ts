@@ -1,0 +1,42 @@
+import type { ManagerConfig } from '../config.js';
+import type { Logger } from '../logging.js';
+import type { Db } from '../store/db.js';
+import type { RunRow, Tx } from '../store/runs.js';
+import type { Wakeups } from '../store/wakeups.js';
+
+/**
+ * What a domain operation may use. Passed explicitly so a test can build one around a real
+ * store without the HTTP layer.
+ */
+export interface Ctx {
+  readonly db: Db;
+  readonly config: ManagerConfig;
+  readonly wakeups: Wakeups;
+  readonly logger: Logger;
+  readonly hooks: DomainHooks;
+}
+
+/**
+ * Reactions other layers attach to core transitions (sessions follow their runs, profiles gate
+ * run creation). Each hook runs inside the transaction of the transition it reacts to.
+ */
+export interface DomainHooks {
+  /** Throws `secret-unavailable` when the profile cannot be used by a new run. */
+  assertProfileUsable(profile: string): Promise<void>;
+  /** Before a command is created on a locked run (sessions refuse evicted storage). */
+  beforeCommand?(trx: Tx, run: RunRow): Promise<void>;
+  /** A command or run reached a terminal state (inside its transaction). */
+  onTerminal(trx: Tx, change: TerminalChange): Promise<void>;
+}
+
+export interface TerminalChange {
+  runId: string;
+  commandId: string | null;
+  state: string;
+  threadId: string | null;
+}
+
+export const noHooks: DomainHooks = {
+  assertProfileUsable: () => Promise.resolve(),
+  onTerminal: () => Promise.resolve(),
+};

@@ -1,0 +1,298 @@
+import {
+  RESULT_AGGREGATION_CAP,
+  type CompletionEvidence,
+  type FinalResponse,
+  type ResultEnvelope,
+  type TerminalStatus,
+  type ToolCallSummary,
+} from '@svc/contracts';
+import { eventAt, type EventRow } from '../store/events.js';
+import {
+  artifacts,
+  assistantParts,
+  latestAssistant,
+  latestTerminal,
+  scopeCounts,
+  targetEventsAfter,
+  toolCalls,
+  windowEnd,
+  type Scope,
+} from '../store/result-queries.js';
+import { dbNow, type RunRow } from '../store/runs.js';
+import type { CommandRow } from '../store/commands.js';
+import { expireDue } from '../store/commands.js';
+import type { Ctx } from './context.js';
+import { getCommandRow } from './commands.js';
+import { deriveLiveness } from './liveness.js';
+import { steerDeliveryOf } from './records.js';
+import { getRunRow } from './runs.js';
+
+const RECENT_TOOL_CALLS = 10;
+
+/**
+ * The result envelope: what happened in a run or one command, aggregated from events at query
+ * time. `completed` comes only from a terminal_status event; the reply is the last
+ * authoritative final assistant message before it, else the last non-empty assistant text
+ * (a labelled fallback). Counters cover a window of at most RESULT_AGGREGATION_CAP events;
+ * past it the envelope says eventsCapped and where the next window starts.
+ */
+export async function buildResult(
+  ctx: Ctx,
+  runId: string,
+  options: { commandId?: string; afterSeq?: number; cap?: number },
+): Promise<ResultEnvelope> {
+  await expireDue(ctx.db, runId);
+  const run = await getRunRow(ctx, runId);
+  const command = options.commandId
+    ? await getCommandRow(ctx.db, options.commandId, runId)
+    : run.latest_command_id
+      ? await getCommandRow(ctx.db, run.latest_command_id, runId)
+      : null;
+  const scope: Scope = { runId, commandId: command?.command_id ?? null };
+  const cap = options.cap ?? RESULT_AGGREGATION_CAP;
+  const afterSeq = options.afterSeq ?? 0;
+
+  const [now, terminalEvent, counts, windowClose, attemptId] = await Promise.all([
+    dbNow(ctx.db),
+    latestTerminal(ctx.db, scope),
+    scopeCounts(ctx.db, scope),
+    windowEnd(ctx.db, scope, afterSeq, cap),
+    attemptOf(ctx, command),
+  ]);
+  const throughSeq = windowClose ?? counts.lastSeq ?? afterSeq;
+  const eventsCapped =
+    windowClose !== null && counts.lastSeq !== null && windowClose < counts.lastSeq;
+  const beforeSeq = terminalEvent ? terminalEvent.seq : Number.MAX_SAFE_INTEGER;
+
+  const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent] = await Promise.all([
+    latestAssistant(ctx.db, scope, beforeSeq, true),
+    toolCalls(ctx.db, scope, afterSeq, throughSeq),
+    artifacts(ctx.db, scope, afterSeq, throughSeq),
+    run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
+    counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
+  ]);
+  const selected = authoritative ?? (await latestAssistant(ctx.db, scope, beforeSeq, false));
+  const final = selected
+    ? await finalResponseOf(ctx, scope, selected, beforeSeq, authoritative !== undefined)
+    : null;
+
+  const terminal = terminalOf(run, command, terminalEvent);
+  const completed = terminalEvent !== undefined && terminal.status === 'completed';
+  const authority = final ? final.authority : 'missing';
+  const needsContinuation = completed && authority !== 'authoritative';
+  const status = terminal.status ?? command?.state ?? run.state;
+
+  const envelope: ResultEnvelope = {
+    runId,
+    commandId: command?.command_id ?? null,
+    attemptId,
+    status: command?.state === 'expired' ? 'expired' : status,
+    terminalStatus: terminal.status,
+    completed,
+    terminalSource: terminalEvent
+      ? {
+          kind: 'terminal-status-event',
+          seq: terminalEvent.seq,
+          eventId: `${runId}:${terminalEvent.seq}`,
+        }
+      : terminal.status
+        ? { kind: command ? 'command-record' : 'run-record', seq: null, eventId: null }
+        : { kind: 'none', seq: null, eventId: null },
+    reply: completed && final ? final.text : null,
+    finalResponse: final,
+    finalResponseAuthority: authority,
+    finalResponseFallback: authority === 'fallback',
+    needsContinuation,
+    completionEvidence: evidence(
+      run,
+      terminal.status,
+      terminalEvent?.seq ?? null,
+      authority,
+      needsContinuation,
+    ),
+    finalAssistantSeq: final?.seq ?? null,
+    finalAssistantSource: final?.source ?? null,
+    finalAssistantTextTruncated: final?.textTruncated ?? false,
+    finalAssistantOutputTruncated: final?.outputTruncated ?? false,
+    failureKind: terminal.failureKind,
+    blocker:
+      terminal.status === 'blocked'
+        ? {
+            failureKind: terminal.failureKind ?? 'blocked',
+            message: terminal.message ?? 'blocked',
+            details: terminal.details,
+          }
+        : null,
+    lastSeq: run.last_seq,
+    eventCount: run.last_seq, // seqs are contiguous from 1: the count is the last seq
+    eventsCapped,
+    nextAfterSeq: eventsCapped ? throughSeq : null,
+    aggregationWindow: {
+      afterSeq,
+      throughSeq,
+      events: Math.min(cap, Math.max(0, counts.count)),
+      cap,
+    },
+    ...(command ? { scopedLastSeq: counts.lastSeq, scopedEventCount: counts.count } : {}),
+    artifactSummary: {
+      outputEvents: artifactRow.output_events,
+      outputBytes: Number(artifactRow.output_bytes),
+      keptBytes: Number(artifactRow.kept_bytes),
+      truncatedOutputs: artifactRow.truncated_outputs,
+      diffEvents: artifactRow.diff_events,
+      diffBytes: Number(artifactRow.diff_bytes),
+      references: artifactRow.references ?? [],
+    },
+    toolCallSummary: summarizeTools(tools),
+    liveness: deriveLiveness({
+      now,
+      run,
+      command,
+      lastRunEvent: lastRunEvent ?? null,
+      lastCommandEvent: lastScopeEvent ?? null,
+      terminal: terminal.status !== null,
+      sessionId: run.session_id,
+    }),
+    threadId: command?.thread_id ?? null,
+  };
+  if (command?.type === 'steer') {
+    const steerTerminal = terminalEvent?.seq ?? Number.MAX_SAFE_INTEGER;
+    const later = command.target_command_id
+      ? await targetEventsAfter(ctx.db, runId, command.target_command_id, steerTerminal)
+      : false;
+    envelope.steerDelivery = steerDeliveryOf(command, later);
+  }
+  return envelope;
+}
+
+interface TerminalFacts {
+  status: TerminalStatus | null;
+  failureKind: string | null;
+  message: string | null;
+  details: Record<string, unknown>;
+}
+
+function terminalOf(
+  run: RunRow,
+  command: CommandRow | null,
+  event: EventRow | undefined,
+): TerminalFacts {
+  if (event) {
+    const data = event.data;
+    return {
+      status: data['status'] as TerminalStatus,
+      failureKind: (data['failureKind'] as string | null) ?? null,
+      message: (data['message'] as string | null) ?? null,
+      details: (data['details'] as Record<string, unknown> | undefined) ?? {},
+    };
+  }
+  const state = command ? command.state : run.state;
+  const failureKind = command ? command.failure_kind : run.failure_kind;
+  const message = command ? command.message : run.message;
+  const status: TerminalStatus | null =
+    state === 'expired'
+      ? 'failed'
+      : ['failed', 'blocked', 'cancelled'].includes(state)
+        ? (state as TerminalStatus)
+        : null;
+  // A record that claims `completed` without its event is not trusted as completed.
+  return { status, failureKind, message, details: {} };
+}
+
+async function finalResponseOf(
+  ctx: Ctx,
+  scope: Scope,
+  event: EventRow,
+  beforeSeq: number,
+  authoritative: boolean,
+): Promise<FinalResponse> {
+  const data = event.data;
+  let text = typeof data['text'] === 'string' ? data['text'] : '';
+  const parts = typeof data['parts'] === 'number' ? data['parts'] : 1;
+  const itemId = typeof data['itemId'] === 'string' ? data['itemId'] : null;
+  let textTruncated = data['textTruncated'] === true;
+  if (parts > 1 && itemId) {
+    const all = await assistantParts(ctx.db, scope, itemId, beforeSeq);
+    text = all.map((p) => (typeof p.data['text'] === 'string' ? p.data['text'] : '')).join('');
+    textTruncated = all.some((p) => p.data['textTruncated'] === true) || all.length < parts;
+  }
+  return {
+    text,
+    seq: event.seq,
+    eventId: `${event.run_id}:${event.seq}`,
+    source:
+      typeof data['source'] === 'string' ? data['source'] : (event.name ?? 'assistant_message'),
+    authority: authoritative ? 'authoritative' : 'fallback',
+    replyAuthority: data['replyAuthority'] === true,
+    final: data['final'] === true,
+    textTruncated,
+    outputTruncated: data['outputTruncated'] === true,
+  };
+}
+
+function evidence(
+  run: RunRow,
+  status: TerminalStatus | null,
+  terminalSeq: number | null,
+  authority: string,
+  needsContinuation: boolean,
+): CompletionEvidence {
+  const reason =
+    status === null
+      ? 'not-terminal'
+      : status !== 'completed'
+        ? `terminal-${status}`
+        : authority === 'authoritative'
+          ? 'terminal-completed-with-authoritative-final'
+          : authority === 'fallback'
+            ? 'terminal-completed-without-authoritative-final'
+            : 'terminal-completed-without-assistant-text';
+  const continueWith = needsContinuation
+    ? run.session_id
+      ? {
+          method: 'POST',
+          path: `/api/v1/sessions/${run.session_id}/send`,
+          description: 'continue the same session, asking for the final answer',
+        }
+      : {
+          method: 'POST',
+          path: `/api/v1/runs/${run.run_id}/commands`,
+          description: 'submit a turn on the same run asking for the final answer',
+        }
+    : null;
+  return { reason, terminalSeq, continueWith };
+}
+
+function summarizeTools(rows: Awaited<ReturnType<typeof toolCalls>>): ToolCallSummary {
+  const statusCounts: Record<string, number> = {};
+  const exitCodeCounts: Record<string, number> = {};
+  for (const row of rows) {
+    const status = row.status ?? 'unknown';
+    statusCounts[status] = (statusCounts[status] ?? 0) + 1;
+    if (row.exit_code !== null)
+      exitCodeCounts[String(row.exit_code)] = (exitCodeCounts[String(row.exit_code)] ?? 0) + 1;
+  }
+  const recent = [...rows]
+    .sort((a, b) => b.seq - a.seq)
+    .slice(0, RECENT_TOOL_CALLS)
+    .map((r) => ({
+      seq: r.seq,
+      method: r.method,
+      toolName: r.tool_name,
+      type: r.type,
+      status: r.status,
+      exitCode: r.exit_code,
+      command: r.command,
+    }));
+  return { count: rows.length, statusCounts, exitCodeCounts, recent };
+}
+
+async function attemptOf(ctx: Ctx, command: CommandRow | null): Promise<string | null> {
+  if (!command?.runner_id) return null;
+  const runner = await ctx.db
+    .selectFrom('runners')
+    .select('attempt_id')
+    .where('runner_id', '=', command.runner_id)
+    .executeTakeFirst();
+  return runner?.attempt_id ?? null;
+}

@@ -1,0 +1,279 @@
+import { sql } from 'kysely';
+import {
+  EVENT_NAMES,
+  newId,
+  ServiceError,
+  type ClaimBody,
+  type ClaimResponse,
+  type LeaseBody,
+  type LeaseResponse,
+  type PollQuery,
+  type PollResponse,
+  type RunControlSignals,
+  type RunnerRegisterBody,
+  type RunnerRegistration,
+} from '@svc/contracts';
+import {
+  cancelledAfterDelivery,
+  expireDue,
+  listCommandsAfter,
+  markDelivered,
+} from '../store/commands.js';
+import { iso, isoRequired, json } from '../store/json.js';
+import { dbNow, findRun, type Executor, type RunRow } from '../store/runs.js';
+import { runWakeKey } from '../store/wakeups.js';
+import type { Ctx } from './context.js';
+import { managerEvent, writeEvents } from './event-log.js';
+import { assertLeaseOwner } from './lease-checks.js';
+import { toCommand, toRun } from './records.js';
+import { getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
+
+export async function registerRunner(
+  ctx: Ctx,
+  body: RunnerRegisterBody,
+): Promise<RunnerRegistration> {
+  await getRunRow(ctx, body.runId);
+  const runnerId = body.runnerId ?? newId('rnr');
+  const row = await ctx.db
+    .insertInto('runners')
+    .values({
+      runner_id: runnerId,
+      run_id: body.runId,
+      attempt_id: body.attemptId ?? null,
+      runner_job_id: body.runnerJobId ?? null,
+      hostname: body.hostname ?? null,
+      pid: body.pid ?? null,
+      version: body.version ?? null,
+      work_ready: body.workReady ? json(body.workReady) : null,
+    })
+    .onConflict((oc) => oc.column('runner_id').doUpdateSet({ last_seen_at: sql`now()` } as never))
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  if (row.run_id !== body.runId)
+    throw new ServiceError('state-conflict', `runner ${runnerId} is registered for another run`);
+  return {
+    runnerId,
+    runId: row.run_id,
+    attemptId: row.attempt_id,
+    registeredAt: isoRequired(row.registered_at),
+    leaseTtlMs: ctx.config.leaseTtlMs,
+    heartbeatIntervalMs: ctx.config.heartbeatIntervalMs,
+    pollWaitMs: ctx.config.pollWaitMaxMs,
+  };
+}
+
+/**
+ * Claim a run. Granted when nobody holds an unexpired lease (or the claimer already does);
+ * taking over an expired lease records `runner.claim.recovered`. Refused otherwise with
+ * `runner-lease-conflict`, naming owner and expiry; a replacement runner's refusal also records
+ * `runner.claim.waiting` once per lease epoch, so its wait is visible in the run's events.
+ */
+export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promise<ClaimResponse> {
+  const ttl = ctx.config.leaseTtlMs;
+  const outcome = await ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, runId);
+    if (isTerminalRun(run.state))
+      throw new ServiceError(
+        'run-terminal',
+        `run ${runId} is ${run.state}; there is nothing to claim`,
+        { runState: run.state },
+      );
+    const now = await dbNow(trx);
+    const expired =
+      run.lease_expires_at !== null && new Date(run.lease_expires_at).getTime() <= now.getTime();
+    const free = run.lease_owner === null || run.lease_owner === body.runnerId || expired;
+    if (!free) {
+      if (body.mode === 'replacement') {
+        await writeEvents(trx, run, [
+          managerEvent(
+            'system',
+            EVENT_NAMES.claimWaiting,
+            `claim-waiting:${body.runnerId}:${run.lease_epoch}`,
+            null,
+            {
+              runnerId: body.runnerId,
+              attemptId: body.attemptId ?? null,
+              owner: run.lease_owner,
+              leaseExpiresAt: iso(run.lease_expires_at),
+            },
+          ),
+        ]);
+      }
+      return { conflict: run, now };
+    }
+    const takeover = run.lease_owner !== null && run.lease_owner !== body.runnerId;
+    const newOwner = run.lease_owner !== body.runnerId;
+    const epoch = newOwner ? run.lease_epoch + 1 : run.lease_epoch;
+    const events = [];
+    if (takeover) {
+      events.push(
+        managerEvent('system', EVENT_NAMES.claimRecovered, `claim-recovered:${epoch}`, null, {
+          runnerId: body.runnerId,
+          attemptId: body.attemptId ?? null,
+          previousOwner: run.lease_owner,
+          previousLeaseExpiredAt: iso(run.lease_expires_at),
+        }),
+      );
+    }
+    if (newOwner) {
+      events.push(
+        managerEvent('system', EVENT_NAMES.claimed, `claimed:${epoch}`, null, {
+          runnerId: body.runnerId,
+          attemptId: body.attemptId ?? null,
+          epoch,
+        }),
+      );
+    }
+    await writeEvents(trx, run, events);
+    const updated = await trx
+      .updateTable('runs')
+      .set({
+        lease_owner: body.runnerId,
+        lease_expires_at: sql`now() + make_interval(secs => ${ttl / 1000})`,
+        heartbeat_at: sql`now()`,
+        lease_epoch: epoch,
+        state: run.state === 'pending' ? 'claimed' : run.state,
+        claimed_at: run.claimed_at ?? sql`now()`,
+        updated_at: sql`now()`,
+      } as never)
+      .where('run_id', '=', runId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { granted: updated, previousOwner: takeover ? run.lease_owner : null, now };
+  });
+
+  if ('conflict' in outcome) {
+    const run = outcome.conflict;
+    const expiresAt = run.lease_expires_at ? new Date(run.lease_expires_at) : null;
+    throw new ServiceError(
+      'runner-lease-conflict',
+      `run ${runId} is leased by ${run.lease_owner} until ${iso(expiresAt)}`,
+      {
+        owner: run.lease_owner,
+        leaseExpiresAt: iso(expiresAt),
+        retryAfterMs: expiresAt ? Math.max(0, expiresAt.getTime() - outcome.now.getTime()) + 50 : 0,
+      },
+    );
+  }
+  const run = outcome.granted;
+  return {
+    run: toRun(run, outcome.now),
+    lease: leaseGrant(run, ttl),
+    recovered: outcome.previousOwner !== null,
+    previousOwner: outcome.previousOwner,
+    lastSeq: run.last_seq,
+    lastCommandSeq: run.command_seq,
+  };
+}
+
+function leaseGrant(run: RunRow, ttlMs: number) {
+  return {
+    owner: run.lease_owner!,
+    expiresAt: isoRequired(run.lease_expires_at!),
+    epoch: run.lease_epoch,
+    ttlMs,
+  };
+}
+
+/** Heartbeat: extends the lease of its owner and hands back the run's control signals. */
+export async function heartbeat(ctx: Ctx, runId: string, body: LeaseBody): Promise<LeaseResponse> {
+  const ttl = ctx.config.leaseTtlMs;
+  const activity = body.lastActivityAt ? new Date(body.lastActivityAt) : null;
+  const updated = await ctx.db
+    .updateTable('runs')
+    .set({
+      lease_expires_at: sql`now() + make_interval(secs => ${ttl / 1000})`,
+      heartbeat_at: sql`now()`,
+      // Runner clocks are not trusted beyond the database clock.
+      ...(activity
+        ? {
+            last_activity_at: sql`least(now(), greatest(last_activity_at, ${activity}::timestamptz))`,
+            last_activity_kind: body.lastActivityKind ?? 'agent-notification',
+          }
+        : {}),
+      updated_at: sql`now()`,
+    } as never)
+    .where('run_id', '=', runId)
+    .where('lease_owner', '=', body.runnerId)
+    .returningAll()
+    .executeTakeFirst();
+  if (!updated) {
+    const run = await getRunRow(ctx, runId);
+    assertLeaseOwner(run, body.runnerId);
+    throw new ServiceError('runner-lease-conflict', `lease of run ${runId} could not be extended`);
+  }
+  return { lease: leaseGrant(updated, ttl), control: await controlSignals(ctx.db, updated) };
+}
+
+export async function controlSignals(db: Executor, run: RunRow): Promise<RunControlSignals> {
+  return {
+    runState: run.state,
+    cancelRequested: run.cancel_requested_at !== null,
+    cancelledCommandIds: await cancelledAfterDelivery(db, run.run_id),
+  };
+}
+
+/**
+ * Poll commands after a seq. With `runnerId` (the lease owner), accepted commands in the page
+ * become `delivered`. With `waitMs`, an empty poll waits for a wake-up (a new command, a
+ * cancel) up to that bound: the runner reacts within milliseconds without hammering the store.
+ */
+export async function pollCommands(
+  ctx: Ctx,
+  runId: string,
+  query: PollQuery,
+  signal?: AbortSignal,
+): Promise<PollResponse> {
+  const afterSeq = query.afterSeq ?? 0;
+  const limit = query.limit ?? 20;
+  const waitMs = Math.min(query.waitMs ?? 0, ctx.config.pollWaitMaxMs);
+  const initial = await getRunRow(ctx, runId);
+  if (query.runnerId) assertLeaseOwner(initial, query.runnerId);
+  // Subscribe before reading, so a command committed between the read and the wait still wakes us.
+  const stop = new AbortController();
+  const abort = () => stop.abort();
+  signal?.addEventListener('abort', abort, { once: true });
+  const wake =
+    waitMs > 0 ? ctx.wakeups.wait(runWakeKey(runId), waitMs, stop.signal) : Promise.resolve();
+  let page;
+  try {
+    page = await readPage(ctx, runId, afterSeq, limit);
+    const idle =
+      page.rows.length === 0 &&
+      page.run.cancel_requested_at === null &&
+      !isTerminalRun(page.run.state);
+    if (idle && waitMs > 0) {
+      // Any wake-up (new command, cancel) ends the wait: the runner re-polls with fresh signals.
+      await wake;
+      page = await readPage(ctx, runId, afterSeq, limit);
+    }
+  } finally {
+    stop.abort();
+    signal?.removeEventListener('abort', abort);
+  }
+  let rows = page.rows;
+  if (query.runnerId && rows.some((r) => r.state === 'accepted')) {
+    await markDelivered(
+      ctx.db,
+      rows.filter((r) => r.state === 'accepted').map((r) => r.command_id),
+      query.runnerId,
+    );
+    rows = await listCommandsAfter(ctx.db, runId, afterSeq, limit);
+  }
+  return {
+    runId,
+    commands: rows.map(toCommand),
+    lastCommandSeq: page.run.command_seq,
+    control: await controlSignals(ctx.db, page.run),
+  };
+}
+
+async function readPage(ctx: Ctx, runId: string, afterSeq: number, limit: number) {
+  await expireDue(ctx.db, runId);
+  const [rows, run] = await Promise.all([
+    listCommandsAfter(ctx.db, runId, afterSeq, limit),
+    findRun(ctx.db, runId),
+  ]);
+  if (!run) throw new ServiceError('not-found', `run ${runId} not found`);
+  return { rows, run };
+}

@@ -1,0 +1,112 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isServiceError, ServiceError, type ErrorBody, type FailureKind } from '@svc/contracts';
+
+const MAX_ISSUES = 10;
+
+/**
+ * The one error handler. 4xx: the structured body, logged at warn. 5xx: logged with the stack,
+ * answered with a generic message and the traceId to find the log line.
+ */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const failure = classify(error);
+    if (failure.httpStatus >= 500) {
+      request.log.error({ err: error }, 'request failed');
+    } else {
+      request.log.warn(
+        { failureKind: failure.failureKind, msg: failure.message },
+        'request refused',
+      );
+    }
+    return sendFailure(request, reply, failure);
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendFailure(
+      request,
+      reply,
+      new ServiceError('not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
+    ),
+  );
+}
+
+export function sendFailure(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  failure: ServiceError,
+): FastifyReply {
+  const body: ErrorBody = {
+    failureKind: failure.failureKind,
+    message: failure.message,
+    traceId: request.id,
+    ...(failure.details ? { details: { ...failure.details } } : {}),
+  };
+  return reply.code(failure.httpStatus).send(body);
+}
+
+function classify(error: FastifyError): ServiceError {
+  if (isServiceError(error)) return error;
+  if (error.validation) {
+    const context = error.validationContext ?? 'body';
+    const issues = error.validation
+      .slice(0, MAX_ISSUES)
+      .map((issue) => describeIssue(context, issue));
+    return new ServiceError(
+      'schema-invalid',
+      `invalid ${context}: ${issues.map((i) => i.message).join('; ')}`,
+      {
+        context,
+        issues,
+      },
+    );
+  }
+  const byCode: Partial<Record<string, [FailureKind, string]>> = {
+    FST_ERR_CTP_BODY_TOO_LARGE: ['body-too-large', 'request body is larger than the limit'],
+    FST_ERR_CTP_INVALID_MEDIA_TYPE: ['schema-invalid', 'content-type must be application/json'],
+    FST_ERR_CTP_EMPTY_JSON_BODY: ['schema-invalid', 'request body is empty; send a JSON object'],
+    FST_ERR_CTP_INVALID_JSON_BODY: ['schema-invalid', 'request body is not valid JSON'],
+    FST_ERR_CTP_INVALID_CONTENT_LENGTH: [
+      'schema-invalid',
+      'content-length does not match the body',
+    ],
+  };
+  const mapped = byCode[error.code];
+  if (mapped) return new ServiceError(mapped[0], mapped[1]);
+  if (error instanceof SyntaxError)
+    return new ServiceError('schema-invalid', 'request body is not valid JSON');
+  const status = error.statusCode ?? 500;
+  if (status >= 400 && status < 500) return new ServiceError('schema-invalid', 'malformed request');
+  return new ServiceError('internal-error', 'internal error; see the server log for this traceId');
+}
+
+interface AjvIssue {
+  instancePath?: string;
+  message?: string;
+  keyword?: string;
+  params?: Record<string, unknown>;
+}
+
+const LEGACY_HINTS: Record<string, string> = {
+  gitMirror: 'a Git mirror is infrastructure, not a field: declare the original repoUrl',
+  toolAliases: 'legacy field; tools come from the bundle tools/ directory',
+  skillRefs: 'legacy field; use requiredSkills and .agents/skills in the bundle',
+  workspaceFiles: 'legacy field; files come only from the git bundle',
+  subdir: 'legacy field; use bundles[].subpath',
+  sparsePaths: 'legacy field; use bundles[] items',
+};
+
+function describeIssue(context: string, issue: AjvIssue): { path: string; message: string } {
+  const base = `${context}${(issue.instancePath ?? '').replaceAll('/', '.')}`;
+  if (
+    issue.keyword === 'additionalProperties' &&
+    typeof issue.params?.['additionalProperty'] === 'string'
+  ) {
+    const field = issue.params['additionalProperty'];
+    const hint = LEGACY_HINTS[field];
+    return {
+      path: `${base}.${field}`,
+      message: `${base}.${field} is not allowed${hint ? ` (${hint})` : ''}`,
+    };
+  }
+  return { path: base, message: `${base} ${issue.message ?? 'is invalid'}` };
+}

@@ -1,0 +1,42 @@
+import { CancelBody, Command, CommandCreateBody, ResultEnvelope } from '@svc/contracts';
+import { cancelCommand, createCommand, getCommand } from '../domain/commands.js';
+import type { Ctx } from '../domain/context.js';
+import { buildResult } from '../domain/results.js';
+import { CommandParams, errors, RunCommandParams, RunParams, type App } from './common.js';
+
+export function commandRoutes(app: App, ctx: Ctx): void {
+  app.post(
+    '/api/v1/runs/:runId/commands',
+    {
+      schema: {
+        params: RunParams,
+        body: CommandCreateBody,
+        response: { 200: Command, 201: Command, ...errors },
+      },
+    },
+    async (request, reply) => {
+      const { command, created } = await createCommand(ctx, request.params.runId, request.body);
+      // 200 tells an idempotent retry apart from a first creation.
+      return reply.code(created ? 201 : 200).send(command);
+    },
+  );
+
+  app.get(
+    '/api/v1/runs/:runId/commands/:commandId',
+    { schema: { params: RunCommandParams, response: { 200: Command, ...errors } } },
+    async (request) => getCommand(ctx, request.params.runId, request.params.commandId),
+  );
+
+  app.get(
+    '/api/v1/runs/:runId/commands/:commandId/result',
+    { schema: { params: RunCommandParams, response: { 200: ResultEnvelope, ...errors } } },
+    async (request) =>
+      buildResult(ctx, request.params.runId, { commandId: request.params.commandId }),
+  );
+
+  app.post(
+    '/api/v1/commands/:commandId/cancel',
+    { schema: { params: CommandParams, body: CancelBody, response: { 200: Command, ...errors } } },
+    async (request) => cancelCommand(ctx, request.params.commandId, request.body.reason),
+  );
+}

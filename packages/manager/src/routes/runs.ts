@@ -1,0 +1,26 @@
+import { CancelBody, Run, RunCreateBody } from '@svc/contracts';
+import type { Ctx } from '../domain/context.js';
+import { cancelRun, createRun, getRun } from '../domain/runs.js';
+import { errors, RunParams, type App } from './common.js';
+
+export function runRoutes(app: App, ctx: Ctx): void {
+  app.post(
+    '/api/v1/runs',
+    { schema: { body: RunCreateBody, response: { 201: Run, ...errors } } },
+    async (request, reply) => {
+      return reply.code(201).send(await createRun(ctx, request.body));
+    },
+  );
+
+  app.get(
+    '/api/v1/runs/:runId',
+    { schema: { params: RunParams, response: { 200: Run, ...errors } } },
+    async (request) => getRun(ctx, request.params.runId),
+  );
+
+  app.post(
+    '/api/v1/runs/:runId/cancel',
+    { schema: { params: RunParams, body: CancelBody, response: { 200: Run, ...errors } } },
+    async (request) => cancelRun(ctx, request.params.runId, request.body.reason),
+  );
+}

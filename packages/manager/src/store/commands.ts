@@ -1,0 +1,143 @@
+import { sql, type Insertable, type Selectable } from 'kysely';
+import type { CommandsTable } from './schema.js';
+import type { Executor } from './runs.js';
+
+export type CommandRow = Selectable<CommandsTable>;
+
+const NON_TERMINAL = ['accepted', 'delivered', 'confirmed'] as const;
+
+export async function insertCommand(
+  db: Executor,
+  row: Insertable<CommandsTable>,
+): Promise<CommandRow> {
+  return db.insertInto('commands').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function findCommand(
+  db: Executor,
+  commandId: string,
+): Promise<CommandRow | undefined> {
+  return db
+    .selectFrom('commands')
+    .selectAll()
+    .where('command_id', '=', commandId)
+    .executeTakeFirst();
+}
+
+export async function findCommandByKey(
+  db: Executor,
+  runId: string,
+  key: string,
+): Promise<CommandRow | undefined> {
+  return db
+    .selectFrom('commands')
+    .selectAll()
+    .where('run_id', '=', runId)
+    .where('idempotency_key', '=', key)
+    .executeTakeFirst();
+}
+
+export async function listCommandsAfter(
+  db: Executor,
+  runId: string,
+  afterSeq: number,
+  limit: number,
+): Promise<CommandRow[]> {
+  return db
+    .selectFrom('commands')
+    .selectAll()
+    .where('run_id', '=', runId)
+    .where('seq', '>', afterSeq)
+    .orderBy('seq')
+    .limit(limit)
+    .execute();
+}
+
+export async function nonTerminalCommands(db: Executor, runId: string): Promise<CommandRow[]> {
+  return db
+    .selectFrom('commands')
+    .selectAll()
+    .where('run_id', '=', runId)
+    .where('state', 'in', NON_TERMINAL)
+    .orderBy('seq')
+    .execute();
+}
+
+/** Latest non-terminal turn: the target of a steer or interrupt that names none. */
+export async function activeTurn(db: Executor, runId: string): Promise<CommandRow | undefined> {
+  return db
+    .selectFrom('commands')
+    .selectAll()
+    .where('run_id', '=', runId)
+    .where('type', '=', 'turn')
+    .where('state', 'in', NON_TERMINAL)
+    .orderBy('seq', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+export async function updateCommand(
+  db: Executor,
+  commandId: string,
+  patch: Partial<Record<keyof CommandsTable, unknown>>,
+): Promise<CommandRow> {
+  return db
+    .updateTable('commands')
+    .set({ ...patch, updated_at: sql`now()` } as never)
+    .where('command_id', '=', commandId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** accepted -> delivered for the given ids, only those still accepted and not past expiry. */
+export async function markDelivered(db: Executor, ids: string[], runnerId: string): Promise<void> {
+  if (ids.length === 0) return;
+  await db
+    .updateTable('commands')
+    .set({
+      state: 'delivered',
+      delivered_at: sql`now()`,
+      runner_id: runnerId,
+      updated_at: sql`now()`,
+    } as never)
+    .where('command_id', 'in', ids)
+    .where('state', '=', 'accepted')
+    .where('expires_at', '>', sql<Date>`now()`)
+    .execute();
+}
+
+/** accepted -> expired for commands past their TTL. Returns how many moved. */
+export async function expireDue(db: Executor, runId?: string): Promise<number> {
+  let query = db
+    .updateTable('commands')
+    .set({
+      state: 'expired',
+      terminal_at: sql`now()`,
+      failure_kind: 'command-expired',
+      message: 'not delivered to a runner within its TTL',
+      updated_at: sql`now()`,
+    } as never)
+    .where('state', '=', 'accepted')
+    .where('expires_at', '<=', sql<Date>`now()`);
+  if (runId) query = query.where('run_id', '=', runId);
+  const result = await query.executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** Commands cancelled after a runner took them: the runner must stop working on them. */
+export async function cancelledAfterDelivery(
+  db: Executor,
+  runId: string,
+  limit = 50,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('commands')
+    .select('command_id')
+    .where('run_id', '=', runId)
+    .where('state', '=', 'cancelled')
+    .where('delivered_at', 'is not', null)
+    .orderBy('terminal_at', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => r.command_id);
+}

@@ -1,0 +1,126 @@
+import { mkdir } from 'node:fs/promises';
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { Logger } from '../logging.js';
+import type { Database } from './schema.js';
+import { Wakeups } from './wakeups.js';
+
+export type StoreConfig =
+  { kind: 'postgres'; url: string; poolSize: number } | { kind: 'pglite'; dataDir: string };
+
+export type Db = Kysely<Database>;
+
+export interface Store {
+  readonly db: Db;
+  readonly kind: StoreConfig['kind'];
+  readonly wakeups: Wakeups;
+  /** Cheap reachability probe for readiness. */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+const WAKE_CHANNEL = 'svc_wake';
+
+// int8 (count(*), sums) arrives as text by default; every value we read fits a double.
+pg.types.setTypeParser(20, (value) => Number(value));
+
+export async function openStore(config: StoreConfig, logger: Logger): Promise<Store> {
+  return config.kind === 'postgres' ? openPostgres(config, logger) : openPglite(config);
+}
+
+async function openPostgres(
+  config: Extract<StoreConfig, { kind: 'postgres' }>,
+  logger: Logger,
+): Promise<Store> {
+  const pool = new pg.Pool({ connectionString: config.url, max: config.poolSize });
+  // An idle client losing its connection must not crash the process; the pool replaces it.
+  pool.on('error', (error) => logger.warn({ err: error.message }, 'store connection lost'));
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const wakeups = new Wakeups();
+  const listener = new WakeListener(config.url, wakeups, logger);
+  await listener.start();
+  wakeups.setRemote(async (key) => {
+    await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(db);
+  });
+  return {
+    db,
+    kind: 'postgres',
+    wakeups,
+    ping: () => ping(db),
+    close: async () => {
+      await listener.stop();
+      await db.destroy();
+    },
+  };
+}
+
+async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Promise<Store> {
+  await mkdir(config.dataDir, { recursive: true });
+  const pglite = new PGlite(config.dataDir, { parsers: { 20: (value: string) => Number(value) } });
+  await pglite.waitReady;
+  const db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }) });
+  return {
+    db,
+    kind: 'pglite',
+    // One process owns the embedded store, so in-process wake-ups reach every waiter.
+    wakeups: new Wakeups(),
+    ping: () => ping(db),
+    close: () => db.destroy(),
+  };
+}
+
+async function ping(db: Db): Promise<boolean> {
+  try {
+    await sql`SELECT 1`.execute(db);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A dedicated connection LISTENing for wake-ups, reconnecting after failures. */
+class WakeListener {
+  #client: pg.Client | undefined;
+  #stopped = false;
+  #retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly url: string,
+    private readonly wakeups: Wakeups,
+    private readonly logger: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.url });
+    client.on('notification', (message) => {
+      if (message.payload) this.wakeups.deliver(message.payload);
+    });
+    client.on('error', (error) => {
+      this.logger.warn({ err: error.message }, 'wake-up listener lost its connection');
+      this.#reconnectLater();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${WAKE_CHANNEL}`);
+    this.#client = client;
+  }
+
+  #reconnectLater(): void {
+    const old = this.#client;
+    this.#client = undefined;
+    void old?.end().catch(() => undefined);
+    if (this.#stopped || this.#retry) return;
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      if (this.#stopped) return;
+      this.start().catch(() => this.#reconnectLater());
+    }, 1000);
+    this.#retry.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#retry) clearTimeout(this.#retry);
+    await this.#client?.end().catch(() => undefined);
+  }
+}

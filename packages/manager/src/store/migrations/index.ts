@@ -1,0 +1,13 @@
+import type { Migration, MigrationProvider } from 'kysely/migration';
+import * as core from './0001-core.js';
+
+/** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
+const MIGRATIONS: Record<string, Migration> = {
+  '0001-core': core,
+};
+
+export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
+
+export const migrationProvider: MigrationProvider = {
+  getMigrations: () => Promise.resolve(MIGRATIONS),
+};

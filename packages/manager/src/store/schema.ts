@@ -1,0 +1,101 @@
+import type { ColumnType, Generated } from 'kysely';
+
+/**
+ * Table types of the manager's store. Column names are the SQL names; store functions map rows
+ * to API records, so a column never reaches a response without being named on purpose.
+ */
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type Json<T = unknown> = ColumnType<T, string, string>;
+/** A timestamp with a database default: optional on insert. */
+type DefaultTimestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+
+export interface RunsTable {
+  run_id: string;
+  tenant_id: string;
+  project_id: string;
+  provider_id: string;
+  backend_profile: string;
+  workspace_ref: Json;
+  execution_policy: Json;
+  trace_sink: Json | null;
+  resource_bundle_ref: Json | null;
+  session_ref: Json | null;
+  session_id: string | null;
+  metadata: Json;
+  state: string;
+  failure_kind: string | null;
+  message: string | null;
+  failure_details: Json | null;
+  lease_owner: string | null;
+  lease_expires_at: Timestamp | null;
+  lease_epoch: Generated<number>;
+  heartbeat_at: Timestamp | null;
+  last_activity_at: Timestamp | null;
+  last_activity_kind: string | null;
+  last_seq: Generated<number>;
+  command_seq: Generated<number>;
+  latest_command_id: string | null;
+  cancel_requested_at: Timestamp | null;
+  cancel_reason: string | null;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+  claimed_at: Timestamp | null;
+  terminal_at: Timestamp | null;
+}
+
+export interface CommandsTable {
+  command_id: string;
+  run_id: string;
+  seq: number;
+  type: string;
+  state: string;
+  idempotency_key: string | null;
+  payload_hash: string;
+  payload: Json;
+  target_command_id: string | null;
+  thread_id: string | null;
+  turn_id: string | null;
+  runner_id: string | null;
+  failure_kind: string | null;
+  message: string | null;
+  steer_delivery: Json | null;
+  cancel_requested_at: Timestamp | null;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+  delivered_at: Timestamp | null;
+  confirmed_at: Timestamp | null;
+  terminal_at: Timestamp | null;
+  expires_at: Timestamp;
+}
+
+export interface EventsTable {
+  run_id: string;
+  seq: number;
+  command_id: string | null;
+  category: string;
+  name: string | null;
+  event_key: string | null;
+  observed_at: Timestamp;
+  recorded_at: DefaultTimestamp;
+  data: Json<Record<string, unknown>>;
+}
+
+export interface RunnersTable {
+  runner_id: string;
+  run_id: string;
+  attempt_id: string | null;
+  runner_job_id: string | null;
+  hostname: string | null;
+  pid: number | null;
+  version: string | null;
+  work_ready: Json | null;
+  registered_at: DefaultTimestamp;
+  last_seen_at: DefaultTimestamp;
+}
+
+export interface Database {
+  runs: RunsTable;
+  commands: CommandsTable;
+  events: EventsTable;
+  runners: RunnersTable;
+}

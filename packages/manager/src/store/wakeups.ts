@@ -1,0 +1,48 @@
+import { EventEmitter } from 'node:events';
+
+/**
+ * Wake-ups for bounded long-polls (a runner waiting for its next command). In one process an
+ * emitter is enough; with several manager replicas on one PostgreSQL, the store also relays
+ * NOTIFY on channel `svc_wake`, so a command created on one replica wakes a poll on another.
+ * Waiters re-read the database when woken: a wake-up carries no data and may be lost safely.
+ */
+export class Wakeups {
+  readonly #emitter = new EventEmitter();
+  #remote: ((key: string) => Promise<void>) | undefined;
+
+  constructor() {
+    this.#emitter.setMaxListeners(0);
+  }
+
+  /** Set by the store when it can reach other replicas. */
+  setRemote(publish: (key: string) => Promise<void>): void {
+    this.#remote = publish;
+  }
+
+  /** Deliver a wake-up that came from another replica. */
+  deliver(key: string): void {
+    this.#emitter.emit(key);
+  }
+
+  async publish(key: string): Promise<void> {
+    this.#emitter.emit(key);
+    if (this.#remote) await this.#remote(key);
+  }
+
+  /** Resolves on a wake-up for `key`, after `timeoutMs`, or on abort; never rejects. */
+  wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#emitter.off(key, done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.#emitter.on(key, done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+export const runWakeKey = (runId: string) => `run:${runId}`;

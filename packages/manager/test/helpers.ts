@@ -1,0 +1,198 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { sha256Hex } from '@svc/contracts';
+import { createTestStore, type TestStore } from '@svc/testkit';
+import { loadConfig, startManager, type RunningManager } from '../src/index.js';
+import { migrateToLatest } from '../src/store/migrate.js';
+
+const MIGRATIONS_DIR = join(import.meta.dirname, '../src/store/migrations');
+import { openStore } from '../src/store/db.js';
+import { createLogger } from '../src/logging.js';
+import { Redactor } from '@svc/contracts';
+
+/** Prepare the per-file database template: an empty database brought to the latest schema. */
+export const managerTemplate = {
+  // The migration sources themselves: editing one rebuilds the template.
+  key: sha256Hex(
+    readdirSync(MIGRATIONS_DIR)
+      .sort()
+      .map((f) => readFileSync(join(MIGRATIONS_DIR, f), 'utf8'))
+      .join('\n'),
+  ),
+  async prepare(url: string) {
+    const logger = createLogger({ level: 'silent', redactor: new Redactor() });
+    const store = await openStore({ kind: 'postgres', url, poolSize: 2 }, logger);
+    try {
+      await migrateToLatest(store.db);
+    } finally {
+      await store.close();
+    }
+  },
+};
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  raw: string;
+  headers: Record<string, unknown>;
+}
+
+export interface TestManager {
+  manager: RunningManager;
+  store: TestStore;
+  dataDir: string;
+  logs: string[];
+  api<T = any>(
+    method: string,
+    url: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<ApiResponse<T>>;
+  configureProfile(profile: string, extra?: Record<string, string>): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface TestManagerOptions {
+  env?: Record<string, string>;
+  listen?: boolean;
+  /** Reuse a store (e.g. a restart over the same database). */
+  store?: TestStore;
+  dataDir?: string;
+}
+
+/** A manager on a fresh database, its logs captured, driven through real HTTP handling. */
+export async function startTestManager(options: TestManagerOptions = {}): Promise<TestManager> {
+  const store = options.store ?? (await createTestStore(managerTemplate));
+  const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'svc-manager-')));
+  const env: Record<string, string> = {
+    SVC_DATA_DIR: dataDir,
+    LOG_LEVEL: 'info',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    SVC_MAINTENANCE_INTERVAL_MS: '60000',
+    ...(store.kind === 'postgres' ? { DATABASE_URL: store.url } : { SVC_DATA_DIR: store.dataDir }),
+    ...options.env,
+  };
+  if (store.kind === 'pglite') env['SVC_DATA_DIR'] = store.dataDir;
+  const logs: string[] = [];
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(chunk.toString());
+      done();
+    },
+  });
+  const manager = await startManager(loadConfig(env), {
+    logDestination: destination,
+    listen: options.listen ?? false,
+  });
+  const key = env['SVC_API_KEY'];
+  return {
+    manager,
+    store,
+    dataDir,
+    logs,
+    async api(method, url, body, headers = {}) {
+      const response = await manager.app.inject({
+        method: method as 'GET',
+        url,
+        headers: {
+          ...(key ? { authorization: `Bearer ${key}` } : {}),
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          ...headers,
+        },
+        ...(body !== undefined
+          ? { payload: typeof body === 'string' ? body : JSON.stringify(body) }
+          : {}),
+      });
+      const raw = response.body;
+      let parsed: unknown = undefined;
+      try {
+        parsed = raw ? JSON.parse(raw) : undefined;
+      } catch {
+        parsed = raw;
+      }
+      return { status: response.statusCode, body: parsed as never, raw, headers: response.headers };
+    },
+    async configureProfile(profile, extra = {}) {
+      await manager.secrets.put(`svc-v01-provider-${profile}`, {
+        'auth.json': Buffer.from(
+          JSON.stringify({ OPENAI_API_KEY: 'sk-test-profile-key', auth_mode: 'apikey' }),
+        ),
+        'config.toml': Buffer.from('model = "test-model"\n'),
+        ...Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, Buffer.from(v)])),
+      });
+    },
+    async close() {
+      await manager.close();
+      if (!options.store) await store.drop();
+      if (!options.dataDir) await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A minimal valid run body; override fields per test. */
+export function runBody(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    tenantId: 'tenant-a',
+    projectId: 'proj-1',
+    workspaceRef: { kind: 'opaque' },
+    providerId: 'openai',
+    backendProfile: 'builtin-a',
+    traceSink: null,
+    ...overrides,
+  };
+}
+
+/** A runner speaking the runner-facing API, as a runner process would. */
+export class TestRunner {
+  constructor(
+    private readonly t: TestManager,
+    readonly runnerId: string,
+    readonly runId: string,
+  ) {}
+
+  claim(mode: 'ordinary' | 'replacement' = 'ordinary') {
+    return this.t.api('POST', `/api/v1/runs/${this.runId}/claim`, {
+      runnerId: this.runnerId,
+      mode,
+    });
+  }
+  heartbeat(extra: Record<string, unknown> = {}) {
+    return this.t.api('PATCH', `/api/v1/runs/${this.runId}/lease`, {
+      runnerId: this.runnerId,
+      ...extra,
+    });
+  }
+  poll(afterSeq = 0, waitMs = 0) {
+    return this.t.api(
+      'GET',
+      `/api/v1/runs/${this.runId}/commands?afterSeq=${afterSeq}&runnerId=${this.runnerId}&waitMs=${waitMs}`,
+    );
+  }
+  ack(commandId: string) {
+    return this.t.api('POST', `/api/v1/commands/${commandId}/ack`, { runnerId: this.runnerId });
+  }
+  append(events: unknown[]) {
+    return this.t.api('POST', `/api/v1/runs/${this.runId}/events`, {
+      runnerId: this.runnerId,
+      events,
+    });
+  }
+  finish(commandId: string, state: string, extra: Record<string, unknown> = {}) {
+    return this.t.api('PATCH', `/api/v1/commands/${commandId}/status`, {
+      runnerId: this.runnerId,
+      state,
+      ...extra,
+    });
+  }
+  runStatus(state: string, extra: Record<string, unknown> = {}) {
+    return this.t.api('PATCH', `/api/v1/runs/${this.runId}/status`, {
+      runnerId: this.runnerId,
+      state,
+      ...extra,
+    });
+  }
+}

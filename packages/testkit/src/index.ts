@@ -1,0 +1,3 @@
+export * from './pg.js';
+export * from './processes.js';
+export * from './canary.js';
