@@ -108,6 +108,11 @@ export async function startTestManager(options: TestManagerOptions = {}): Promis
           : {}),
       });
       const raw = response.body;
+      if (response.statusCode >= 500) {
+        // Surface the server-side cause next to the failing assertion.
+        const errors = logs.filter((l) => l.includes('"level":50')).slice(-2);
+        console.error(`server error on ${method} ${url}:\n${errors.join('\n').slice(0, 4000)}`);
+      }
       let parsed: unknown = undefined;
       try {
         parsed = raw ? JSON.parse(raw) : undefined;

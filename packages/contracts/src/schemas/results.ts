@@ -95,7 +95,6 @@ export const ResultEnvelope = Type.Object(
     aggregationWindow: Type.Object({
       afterSeq: Type.Integer(),
       throughSeq: Type.Integer(),
-      events: Type.Integer(),
       cap: Type.Integer(),
     }),
     scopedLastSeq: Type.Optional(Nullable(Type.Integer())),

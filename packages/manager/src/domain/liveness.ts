@@ -21,6 +21,8 @@ export interface LivenessInput {
   lastCommandEvent: EventRow | null;
   terminal: boolean;
   sessionId: string | null;
+  /** Tool calls of the command that started and have not finished. */
+  openToolCalls: number;
 }
 
 /**
@@ -56,7 +58,7 @@ export function deriveLiveness(input: LivenessInput): Liveness {
         ? 'approaching-idle-timeout'
         : 'within-budget';
 
-  const phase = derivePhase(run, command, lastCommandEvent ?? null, terminal, leaseExpired);
+  const phase = derivePhase(run, command, lastCommandEvent ?? null, terminal, leaseExpired, input.openToolCalls);
   return {
     phase,
     active: !terminal,
@@ -95,6 +97,7 @@ function derivePhase(
   last: EventRow | null,
   terminal: boolean,
   leaseExpired: boolean,
+  openTools: number,
 ): LivenessPhase {
   if (terminal) return 'terminal';
   if (
@@ -105,6 +108,10 @@ function derivePhase(
   }
   if (leaseExpired) return 'runner-heartbeat-stale';
   if (!last) return 'waiting-model';
+  if (last.name === 'agent.transport-closed') return 'transport-disconnected';
+  if (last.name === 'agent.stdio-inactive') return 'runner-stdio-inactive';
+  // A tool still running decides the phase, whatever was recorded after it started.
+  if (openTools > 0) return last.category === 'command_output' ? 'waiting-tool-output' : 'waiting-tool';
   const data = last.data;
   switch (last.category) {
     case 'error':

@@ -1,5 +1,4 @@
 import {
-  RESULT_AGGREGATION_CAP,
   type CompletionEvidence,
   type FinalResponse,
   type ResultEnvelope,
@@ -12,6 +11,7 @@ import {
   assistantParts,
   latestAssistant,
   latestTerminal,
+  openToolCalls,
   scopeCounts,
   targetEventsAfter,
   toolCalls,
@@ -28,6 +28,8 @@ import { steerDeliveryOf } from './records.js';
 import { getRunRow } from './runs.js';
 
 const RECENT_TOOL_CALLS = 10;
+/** Largest seq the integer column holds: "before any terminal event". */
+const MAX_SEQ = 2_147_483_647;
 
 /**
  * The result envelope: what happened in a run or one command, aggregated from events at query
@@ -39,7 +41,7 @@ const RECENT_TOOL_CALLS = 10;
 export async function buildResult(
   ctx: Ctx,
   runId: string,
-  options: { commandId?: string; afterSeq?: number; cap?: number },
+  options: { commandId?: string; afterSeq?: number },
 ): Promise<ResultEnvelope> {
   await expireDue(ctx.db, runId);
   const run = await getRunRow(ctx, runId);
@@ -49,7 +51,7 @@ export async function buildResult(
       ? await getCommandRow(ctx.db, run.latest_command_id, runId)
       : null;
   const scope: Scope = { runId, commandId: command?.command_id ?? null };
-  const cap = options.cap ?? RESULT_AGGREGATION_CAP;
+  const cap = ctx.config.resultEventCap;
   const afterSeq = options.afterSeq ?? 0;
 
   const [now, terminalEvent, counts, windowClose, attemptId] = await Promise.all([
@@ -62,14 +64,15 @@ export async function buildResult(
   const throughSeq = windowClose ?? counts.lastSeq ?? afterSeq;
   const eventsCapped =
     windowClose !== null && counts.lastSeq !== null && windowClose < counts.lastSeq;
-  const beforeSeq = terminalEvent ? terminalEvent.seq : Number.MAX_SAFE_INTEGER;
+  const beforeSeq = terminalEvent ? terminalEvent.seq : MAX_SEQ;
 
-  const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent] = await Promise.all([
+  const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent, openTools] = await Promise.all([
     latestAssistant(ctx.db, scope, beforeSeq, true),
     toolCalls(ctx.db, scope, afterSeq, throughSeq),
     artifacts(ctx.db, scope, afterSeq, throughSeq),
     run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
     counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
+    terminalEvent ? Promise.resolve(0) : openToolCalls(ctx.db, scope),
   ]);
   const selected = authoritative ?? (await latestAssistant(ctx.db, scope, beforeSeq, false));
   const final = selected
@@ -130,7 +133,6 @@ export async function buildResult(
     aggregationWindow: {
       afterSeq,
       throughSeq,
-      events: Math.min(cap, Math.max(0, counts.count)),
       cap,
     },
     ...(command ? { scopedLastSeq: counts.lastSeq, scopedEventCount: counts.count } : {}),
@@ -152,11 +154,12 @@ export async function buildResult(
       lastCommandEvent: lastScopeEvent ?? null,
       terminal: terminal.status !== null,
       sessionId: run.session_id,
+      openToolCalls: openTools,
     }),
     threadId: command?.thread_id ?? null,
   };
   if (command?.type === 'steer') {
-    const steerTerminal = terminalEvent?.seq ?? Number.MAX_SAFE_INTEGER;
+    const steerTerminal = terminalEvent?.seq ?? MAX_SEQ;
     const later = command.target_command_id
       ? await targetEventsAfter(ctx.db, runId, command.target_command_id, steerTerminal)
       : false;

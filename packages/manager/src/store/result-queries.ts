@@ -147,6 +147,19 @@ export async function artifacts(
   return result.rows[0]!;
 }
 
+/** Tool calls whose latest state (among the most recent 200 tool events) is still running. */
+export async function openToolCalls(db: Executor, scope: Scope): Promise<number> {
+  const result = await sql<{ open: number }>`
+    SELECT count(*)::int AS open FROM (
+      SELECT DISTINCT ON (item) status FROM (
+        SELECT coalesce(data->>'itemId', seq::text) AS item, data->>'status' AS status, seq
+        FROM events WHERE ${inScope(scope)} AND category = 'tool_call'
+        ORDER BY seq DESC LIMIT 200
+      ) recent ORDER BY item, seq DESC
+    ) latest WHERE status IN ('started', 'inProgress')`.execute(db);
+  return result.rows[0]?.open ?? 0;
+}
+
 /** Whether the target command produced events after `afterSeq` (steer delivery evidence). */
 export async function targetEventsAfter(
   db: Executor,

@@ -1,0 +1,206 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { runBody, startTestManager, TestRunner, type TestManager } from './helpers.js';
+
+let t: TestManager;
+before(async () => {
+  t = await startTestManager();
+  await t.configureProfile('builtin-a');
+});
+after(() => t.close());
+
+async function newRun(): Promise<string> {
+  const run = await t.api('POST', '/api/v1/runs', runBody());
+  assert.equal(run.status, 201, run.raw);
+  return run.body.runId;
+}
+
+const turn = (runId: string, prompt = 'hello', extra: Record<string, unknown> = {}) =>
+  t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'turn', payload: { prompt }, ...extra });
+
+describe('commands', () => {
+  it('creates a turn as accepted and returns it by id', async () => {
+    const runId = await newRun();
+    const created = await turn(runId, 'write a haiku');
+    assert.equal(created.status, 201, created.raw);
+    assert.equal(created.body.state, 'accepted');
+    assert.equal(created.body.seq, 1);
+    assert.match(created.body.payloadHash, /^[0-9a-f]{64}$/);
+    const fetched = await t.api('GET', `/api/v1/runs/${runId}/commands/${created.body.commandId}`);
+    assert.equal(fetched.status, 200);
+    assert.equal(fetched.body.payload.prompt, 'write a haiku');
+    const other = await t.api('GET', `/api/v1/runs/${await newRun()}/commands/${created.body.commandId}`);
+    assert.equal(other.status, 404, 'a command is only found under its own run');
+  });
+
+  it('returns the existing command for a repeated idempotency key and refuses a different payload', async () => {
+    const runId = await newRun();
+    const first = await turn(runId, 'same', { idempotencyKey: 'msg-42' });
+    const again = await turn(runId, 'same', { idempotencyKey: 'msg-42' });
+    assert.equal(first.status, 201);
+    assert.equal(again.status, 200);
+    assert.equal(again.body.commandId, first.body.commandId);
+    const conflict = await turn(runId, 'different', { idempotencyKey: 'msg-42' });
+    assert.equal(conflict.status, 409);
+    assert.equal(conflict.body.failureKind, 'idempotency-conflict');
+    assert.equal(conflict.body.details.commandId, first.body.commandId);
+    const list = await t.api('GET', `/api/v1/runs/${runId}/commands`);
+    assert.equal(list.body.commands.length, 1, 'no second command was created');
+  });
+
+  it('creates exactly one command when many clients race with one idempotency key', async () => {
+    const runId = await newRun();
+    const responses = await Promise.all(Array.from({ length: 20 }, () => turn(runId, 'race', { idempotencyKey: 'race-key' })));
+    const ids = new Set(responses.map((r) => r.body.commandId));
+    assert.equal(ids.size, 1);
+    assert.equal(responses.filter((r) => r.status === 201).length, 1);
+    assert.equal(responses.filter((r) => r.status === 200).length, 19);
+  });
+
+  it('validates payloads: prompt for turn and steer, no credentials or history, no profile switch', async () => {
+    const runId = await newRun();
+    const post = (body: unknown) => t.api('POST', `/api/v1/runs/${runId}/commands`, body);
+    for (const [body, kind] of [
+      [{ type: 'turn', payload: {} }, 'schema-invalid'],
+      [{ type: 'steer', payload: { prompt: '   ' } }, 'schema-invalid'],
+      [{ type: 'launch', payload: { prompt: 'x' } }, 'schema-invalid'],
+      [{ type: 'turn', payload: { prompt: 'x', cookies: 'a=b' } }, 'schema-invalid'],
+      [{ type: 'turn', payload: { prompt: 'x', meta: { sessionToken: 'abc' } } }, 'schema-invalid'],
+      [{ type: 'turn', payload: { prompt: 'x', history: [] } }, 'schema-invalid'],
+      [{ type: 'turn', payload: { prompt: 'x', backendProfile: 'builtin-b' } }, 'tenant-policy-denied'],
+      [{ type: 'turn', payload: { prompt: 'x'.repeat(300 * 1024) } }, 'schema-invalid'],
+    ] as const) {
+      const response = await post(body);
+      assert.equal(response.body.failureKind, kind, `${JSON.stringify(body).slice(0, 80)} -> ${response.raw.slice(0, 200)}`);
+    }
+    for (const key of ['prompt', 'message', 'text']) {
+      const ok = await post({ type: 'steer', payload: { [key]: 'go on' } });
+      assert.equal(ok.status, 201, ok.raw);
+    }
+  });
+
+  it('moves accepted -> delivered on a runner poll, -> confirmed on ack (run -> running), -> completed on status', async () => {
+    const runId = await newRun();
+    const created = await turn(runId);
+    const runner = new TestRunner(t, 'rnr-flow0001', runId);
+    assert.equal((await runner.claim()).status, 200);
+    assert.equal((await t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'claimed');
+
+    const polled = await runner.poll(0);
+    assert.equal(polled.status, 200);
+    assert.equal(polled.body.commands[0].state, 'delivered');
+    assert.equal(polled.body.commands[0].runnerId, 'rnr-flow0001');
+
+    const listing = await t.api('GET', `/api/v1/runs/${runId}/commands`);
+    assert.equal(listing.body.commands[0].state, 'delivered', 'a listing without runnerId changes nothing');
+
+    const early = await runner.finish(created.body.commandId, 'completed');
+    assert.equal(early.status, 409, 'completed needs an acknowledged command');
+
+    const acked = await runner.ack(created.body.commandId);
+    assert.equal(acked.body.state, 'confirmed');
+    assert.equal((await t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'running');
+
+    const done = await runner.finish(created.body.commandId, 'completed', { threadId: 'thr-1', turnId: 'turn-1' });
+    assert.equal(done.status, 200, done.raw);
+    assert.equal(done.body.state, 'completed');
+    assert.equal(done.body.threadId, 'thr-1');
+    assert.equal((await t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'running', 'the run stays open after a turn');
+
+    const repeat = await runner.finish(created.body.commandId, 'failed', { failureKind: 'backend-failed' });
+    assert.equal(repeat.body.state, 'completed', 'a terminal command is returned unchanged');
+
+    const events = await t.api('GET', `/api/v1/runs/${runId}/events`);
+    const terminal = events.body.events.filter((e: any) => e.category === 'terminal_status');
+    assert.equal(terminal.length, 1);
+    assert.equal(terminal[0].data.status, 'completed');
+  });
+
+  it('lets only the lease owner take delivery, acknowledge and report', async () => {
+    const runId = await newRun();
+    const created = await turn(runId);
+    const owner = new TestRunner(t, 'rnr-owner001', runId);
+    const stranger = new TestRunner(t, 'rnr-strange1', runId);
+    await owner.claim();
+    assert.equal((await stranger.poll()).body.failureKind, 'runner-lease-conflict');
+    assert.equal((await stranger.ack(created.body.commandId)).body.failureKind, 'runner-lease-conflict');
+    await owner.poll();
+    await owner.ack(created.body.commandId);
+    assert.equal((await stranger.finish(created.body.commandId, 'completed')).body.failureKind, 'runner-lease-conflict');
+    assert.equal((await stranger.append([{ key: 'k1', category: 'system', data: {} }])).body.failureKind, 'runner-lease-conflict');
+  });
+
+  it('records failed and blocked outcomes with registered failure kinds only', async () => {
+    const runId = await newRun();
+    const a = await turn(runId, 'a');
+    const b = await turn(runId, 'b');
+    const runner = new TestRunner(t, 'rnr-fail0001', runId);
+    await runner.claim();
+    await runner.poll();
+    // delivered -> failed is allowed without an ack (for example, assembly failed).
+    const failed = await runner.finish(a.body.commandId, 'failed', { failureKind: 'provider-auth-failed', message: '401 from provider' });
+    assert.equal(failed.body.state, 'failed');
+    assert.equal(failed.body.failureKind, 'provider-auth-failed');
+    const bogus = await runner.finish(b.body.commandId, 'failed', { failureKind: 'made-up-kind' });
+    assert.equal(bogus.status, 400);
+    const blockedNoKind = await runner.finish(b.body.commandId, 'blocked');
+    assert.equal(blockedNoKind.status, 400);
+    const blocked = await runner.finish(b.body.commandId, 'blocked', { failureKind: 'required-skill-unavailable' });
+    assert.equal(blocked.body.state, 'blocked');
+  });
+
+  it('expires commands that no runner took within their TTL', async () => {
+    const short = await startTestManager({ env: { SVC_COMMAND_TTL_MS: '1000' } });
+    try {
+      await short.configureProfile('builtin-a');
+      const run = await short.api('POST', '/api/v1/runs', runBody());
+      const created = await short.api('POST', `/api/v1/runs/${run.body.runId}/commands`, { type: 'turn', payload: { prompt: 'x' } });
+      // Age the command instead of sleeping.
+      await short.manager.store.db.updateTable('commands').set({ expires_at: new Date(Date.now() - 1000) }).where('command_id', '=', created.body.commandId).execute();
+      const fetched = await short.api('GET', `/api/v1/runs/${run.body.runId}/commands/${created.body.commandId}`);
+      assert.equal(fetched.body.state, 'expired');
+      assert.equal(fetched.body.failureKind, 'command-expired');
+      const runner = new TestRunner(short, 'rnr-late0001', run.body.runId);
+      await runner.claim();
+      const polled = await runner.poll();
+      assert.equal(polled.body.commands[0].state, 'expired', 'an expired command is never delivered');
+      const result = await short.api('GET', `/api/v1/runs/${run.body.runId}/commands/${created.body.commandId}/result`);
+      assert.equal(result.body.status, 'expired', result.raw);
+      assert.equal(result.body.completed, false);
+    } finally {
+      await short.close();
+    }
+  });
+
+  it('refuses new commands on a terminal run', async () => {
+    const runId = await newRun();
+    await t.api('POST', `/api/v1/runs/${runId}/cancel`, {});
+    const refused = await turn(runId);
+    assert.equal(refused.status, 409);
+    assert.equal(refused.body.failureKind, 'run-terminal');
+  });
+
+  it('targets a steer at the active turn', async () => {
+    const runId = await newRun();
+    const active = await turn(runId);
+    const steer = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'steer', payload: { prompt: 'shorter please' } });
+    assert.equal(steer.body.targetCommandId, active.body.commandId);
+    assert.equal(steer.body.steerDelivery.acknowledged, false);
+    const wrong = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'steer', payload: { prompt: 'x', targetCommandId: steer.body.commandId } });
+    assert.equal(wrong.status, 400, 'a steer can only target a turn');
+  });
+
+  it('wakes a long-polling runner as soon as a command is created', async () => {
+    const runId = await newRun();
+    const runner = new TestRunner(t, 'rnr-longpol1', runId);
+    await runner.claim();
+    const started = Date.now();
+    const polling = runner.poll(0, 10_000);
+    await new Promise((r) => setTimeout(r, 100));
+    await turn(runId, 'wake up');
+    const polled = await polling;
+    const waited = Date.now() - started;
+    assert.equal(polled.body.commands.length, 1);
+    assert.ok(waited < 5000, `poll returned after ${waited} ms, not at its 10 s bound`);
+  });
+});

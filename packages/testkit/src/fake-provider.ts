@@ -1,0 +1,390 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  completed,
+  created,
+  errorBody,
+  failedFrame,
+  functionCallFrame,
+  messageFrames,
+  newId,
+  splitDeltas,
+  sseFrame,
+  type Usage,
+} from './fake-provider-wire.js';
+
+/**
+ * A scripted fake of the model provider (OpenAI Responses API) on loopback, for driving the
+ * real coding agent in tests. Each `POST /v1/responses` consumes the next scripted step and is
+ * answered as Server-Sent Events exactly as the agent reads them; `POST /v1/responses/compact`
+ * (remote compaction, used by the agent only for providers named "OpenAI" or Azure) answers
+ * from its own setting. Every request is recorded so tests can assert what the agent sent.
+ */
+
+export type ProviderStep =
+  /** An assistant message; `deltas` streams it as that many text deltas first. */
+  | {
+      kind: 'text';
+      text: string | ((request: RecordedRequest) => string);
+      deltas?: number;
+      /** Pause between frames (ms), to make streaming observable. */
+      frameDelayMs?: number;
+      usage?: Partial<Usage>;
+    }
+  /** An `exec_command` function call; the agent runs it and sends its output next request. */
+  | {
+      kind: 'tool-call';
+      command: string;
+      callId?: string;
+      yieldTimeMs?: number;
+      /** More `exec_command` arguments (e.g. `sandbox_permissions`, `justification`). */
+      extraArgs?: Record<string, unknown>;
+    }
+  /**
+   * Hold the stream open after `response.created` for `ms` (default: until `release()` or the
+   * client goes away), then answer `text` (default: the default reply).
+   */
+  | { kind: 'stall'; ms?: number; text?: string }
+  /** Answer the HTTP request itself with an error status and a realistic JSON body. */
+  | {
+      kind: 'http-error';
+      status: number;
+      message?: string;
+      body?: unknown;
+      headers?: Record<string, string>;
+    }
+  /** Start a message, then destroy the socket before `response.completed`. */
+  | { kind: 'cut'; partialText?: string }
+  /** `response.failed` with an error code (`context_length_exceeded`, `insufficient_quota`…). */
+  | { kind: 'failed'; code: string; message?: string }
+  /** Frames as given, then the stream ends. */
+  | { kind: 'raw'; events: ReadonlyArray<Record<string, unknown> & { type: string }> };
+
+export type CompactBehaviour =
+  | { kind: 'http-error'; status: number; message?: string }
+  | { kind: 'reply'; output: unknown[] };
+
+export interface RecordedRequest {
+  /** 1-based position among all requests the fake received. */
+  index: number;
+  kind: 'responses' | 'compact' | 'other';
+  method: string;
+  path: string;
+  /** Lower-cased header names. */
+  headers: Record<string, string>;
+  /** The bearer token sent, or null when no Authorization header came. */
+  bearer: string | null;
+  body: unknown;
+  receivedAt: number;
+}
+
+export interface FakeProviderOptions {
+  /** Reply when the script has run out (default "ok"). */
+  defaultText?: string;
+  compact?: CompactBehaviour;
+}
+
+interface Waiter {
+  kind: RecordedRequest['kind'];
+  count: number;
+  resolve: (request: RecordedRequest) => void;
+}
+
+export class FakeProvider {
+  readonly requests: RecordedRequest[] = [];
+  #server: Server;
+  #script: ProviderStep[] = [];
+  #waiters: Waiter[] = [];
+  #releases = new Set<() => void>();
+  #open = new Set<ServerResponse>();
+  #defaultText: string;
+  #compact: CompactBehaviour;
+  #port = 0;
+
+  private constructor(options: FakeProviderOptions) {
+    this.#defaultText = options.defaultText ?? 'ok';
+    this.#compact = options.compact ?? { kind: 'http-error', status: 404 };
+    this.#server = createServer((req, res) => {
+      this.#handle(req, res).catch((error: unknown) => {
+        if (!res.headersSent) res.writeHead(500).end(String(error));
+        else res.destroy();
+      });
+    });
+  }
+
+  static async start(options: FakeProviderOptions = {}): Promise<FakeProvider> {
+    const provider = new FakeProvider(options);
+    await new Promise<void>((resolve, reject) => {
+      provider.#server.once('error', reject);
+      provider.#server.listen(0, '127.0.0.1', () => resolve());
+    });
+    provider.#port = (provider.#server.address() as AddressInfo).port;
+    return provider;
+  }
+
+  /** The base URL to configure (`…/v1`): requests arrive at `POST /v1/responses`. */
+  get baseUrl(): string {
+    return `http://127.0.0.1:${this.#port}/v1`;
+  }
+
+  /** Append steps; each answers one `POST /v1/responses`. */
+  enqueue(...steps: ProviderStep[]): this {
+    this.#script.push(...steps);
+    return this;
+  }
+
+  get pendingSteps(): number {
+    return this.#script.length;
+  }
+
+  setCompact(behaviour: CompactBehaviour): this {
+    this.#compact = behaviour;
+    return this;
+  }
+
+  /** End every stall now (each then answers its text). */
+  release(): void {
+    for (const release of [...this.#releases]) release();
+  }
+
+  /** Requests of one kind (default: model requests). */
+  requestsOf(kind: RecordedRequest['kind'] = 'responses'): RecordedRequest[] {
+    return this.requests.filter((r) => r.kind === kind);
+  }
+
+  /** Resolves with the Nth (1-based) request of `kind`, waiting up to `timeoutMs`. */
+  waitForRequest(
+    n: number,
+    options: { kind?: RecordedRequest['kind']; timeoutMs?: number } = {},
+  ): Promise<RecordedRequest> {
+    const kind = options.kind ?? 'responses';
+    const existing = this.requestsOf(kind)[n - 1];
+    if (existing) return Promise.resolve(existing);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
+        reject(
+          new Error(
+            `fake provider: request ${n} of kind ${kind} did not arrive within ${options.timeoutMs ?? 10_000} ms (got ${this.requestsOf(kind).length})`,
+          ),
+        );
+      }, options.timeoutMs ?? 10_000);
+      const waiter: Waiter = {
+        kind,
+        count: n,
+        resolve: (request) => {
+          clearTimeout(timer);
+          resolve(request);
+        },
+      };
+      this.#waiters.push(waiter);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.release();
+    for (const res of this.#open) res.destroy();
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #record(req: IncomingMessage, raw: string): RecordedRequest {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers))
+      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    const auth = headers['authorization'];
+    let body: unknown = raw;
+    try {
+      body = raw ? JSON.parse(raw) : null;
+    } catch {
+      // keep the raw text: a test may want to see what was not JSON
+    }
+    const kind =
+      req.method === 'POST' && path.endsWith('/responses')
+        ? 'responses'
+        : req.method === 'POST' && path.endsWith('/responses/compact')
+          ? 'compact'
+          : 'other';
+    const record: RecordedRequest = {
+      index: this.requests.length + 1,
+      kind,
+      method: req.method ?? 'GET',
+      path,
+      headers,
+      bearer: auth?.toLowerCase().startsWith('bearer ') ? auth.slice(7) : null,
+      body,
+      receivedAt: Date.now(),
+    };
+    this.requests.push(record);
+    const count = this.requestsOf(kind).length;
+    for (const waiter of this.#waiters.filter((w) => w.kind === kind && w.count === count)) {
+      this.#waiters = this.#waiters.filter((w) => w !== waiter);
+      waiter.resolve(record);
+    }
+    return record;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const record = this.#record(req, Buffer.concat(chunks).toString('utf8'));
+    if (record.kind === 'compact') return this.#answerCompact(res);
+    if (record.kind === 'other') return json(res, 404, errorBody(404));
+    const step = this.#script.shift() ?? { kind: 'text', text: this.#defaultText };
+    await this.#answer(step, record, res);
+  }
+
+  #answerCompact(res: ServerResponse): void {
+    const behaviour = this.#compact;
+    if (behaviour.kind === 'reply') return json(res, 200, { output: behaviour.output });
+    json(res, behaviour.status, errorBody(behaviour.status, behaviour.message));
+  }
+
+  async #answer(step: ProviderStep, request: RecordedRequest, res: ServerResponse): Promise<void> {
+    if (step.kind === 'http-error') {
+      const body = step.body ?? errorBody(step.status, step.message);
+      return json(res, step.status, body, step.headers);
+    }
+    const responseId = newId('resp');
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
+    this.#open.add(res);
+    res.on('close', () => this.#open.delete(res));
+    res.write(sseFrame(created(responseId)));
+    const usage = { inputTokens: 100, outputTokens: 10 };
+    switch (step.kind) {
+      case 'text': {
+        const text = typeof step.text === 'function' ? step.text(request) : step.text;
+        const frames = messageFrames(text, step.deltas ? splitDeltas(text, step.deltas) : []);
+        for (const frame of frames) {
+          if (step.frameDelayMs) await sleep(step.frameDelayMs);
+          if (res.destroyed) return;
+          res.write(frame);
+        }
+        res.end(sseFrame(completed(responseId, { ...usage, ...step.usage })));
+        return;
+      }
+      case 'tool-call': {
+        const args: Record<string, unknown> = { cmd: step.command, ...step.extraArgs };
+        if (step.yieldTimeMs !== undefined) args['yield_time_ms'] = step.yieldTimeMs;
+        res.write(functionCallFrame('exec_command', args, step.callId ?? newId('call')));
+        res.end(sseFrame(completed(responseId, usage)));
+        return;
+      }
+      case 'stall': {
+        await this.#stall(res, step.ms);
+        if (res.destroyed) return;
+        for (const frame of messageFrames(step.text ?? this.#defaultText, [])) res.write(frame);
+        res.end(sseFrame(completed(responseId, usage)));
+        return;
+      }
+      case 'cut': {
+        for (const frame of messageFrames(step.partialText ?? 'partial', ['partial']).slice(0, 2))
+          res.write(frame);
+        // Let the bytes leave before the socket is torn down mid-stream.
+        await sleep(20);
+        res.socket?.destroy();
+        res.destroy();
+        return;
+      }
+      case 'failed':
+        res.end(
+          sseFrame(failedFrame(responseId, step.code, step.message ?? failureMessage(step.code))),
+        );
+        return;
+      case 'raw':
+        for (const event of step.events) res.write(sseFrame(event));
+        res.end();
+        return;
+    }
+  }
+
+  #stall(res: ServerResponse, ms: number | undefined): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#releases.delete(done);
+        res.off('close', done);
+        resolve();
+      };
+      const timer = ms === undefined ? undefined : setTimeout(done, ms);
+      this.#releases.add(done);
+      res.on('close', done);
+    });
+  }
+}
+
+function failureMessage(code: string): string {
+  switch (code) {
+    case 'context_length_exceeded':
+      return 'Your input exceeds the context window of this model. Please adjust your input and try again.';
+    case 'insufficient_quota':
+      return 'You exceeded your current quota, please check your plan and billing details.';
+    default:
+      return `response failed: ${code}`;
+  }
+}
+
+function json(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Every text the request's `input` carries (messages and tool outputs), in order. */
+export function inputTexts(request: RecordedRequest): string[] {
+  const body = request.body as { input?: unknown } | null;
+  const input = Array.isArray(body?.input) ? (body.input as unknown[]) : [];
+  const texts: string[] = [];
+  for (const item of input) {
+    if (!item || typeof item !== 'object') continue;
+    const record = item as Record<string, unknown>;
+    if (typeof record['output'] === 'string') texts.push(record['output']);
+    if (Array.isArray(record['content'])) {
+      for (const part of record['content'] as unknown[]) {
+        const text = (part as Record<string, unknown> | null)?.['text'];
+        if (typeof text === 'string') texts.push(text);
+      }
+    }
+  }
+  return texts;
+}
+
+/** Texts of the user messages in the request's `input`, in order. */
+export function userTexts(request: RecordedRequest): string[] {
+  const body = request.body as { input?: unknown } | null;
+  const input = Array.isArray(body?.input) ? (body.input as unknown[]) : [];
+  return input.flatMap((item) => {
+    const record = item as Record<string, unknown> | null;
+    if (record?.['role'] !== 'user' || !Array.isArray(record['content'])) return [];
+    return (record['content'] as unknown[])
+      .map((part) => (part as Record<string, unknown> | null)?.['text'])
+      .filter((text): text is string => typeof text === 'string');
+  });
+}
+
+/** The output the agent sent back for a function call, or undefined. */
+export function functionCallOutput(request: RecordedRequest, callId?: string): string | undefined {
+  const body = request.body as { input?: unknown } | null;
+  const input = Array.isArray(body?.input) ? (body.input as unknown[]) : [];
+  for (const item of input) {
+    const record = item as Record<string, unknown> | null;
+    if (record?.['type'] !== 'function_call_output') continue;
+    if (callId !== undefined && record['call_id'] !== callId) continue;
+    const output = record['output'];
+    return typeof output === 'string' ? output : JSON.stringify(output);
+  }
+  return undefined;
+}
