@@ -194,7 +194,11 @@ export function isMissing(error: unknown): boolean {
 /** An environment problem (I/O, permissions): `infra-failed` with the errno code only. */
 export function infra(message: string, error: unknown): ServiceError {
   const code = (error as { code?: unknown } | null)?.code;
-  return new ServiceError('infra-failed', typeof code === 'string' ? `${message} (${code})` : message, {
-    ...(typeof code === 'string' ? { code } : {}),
-  });
+  return new ServiceError(
+    'infra-failed',
+    typeof code === 'string' ? `${message} (${code})` : message,
+    {
+      ...(typeof code === 'string' ? { code } : {}),
+    },
+  );
 }
