@@ -10,13 +10,16 @@ const benches = [];
 for (const pkg of readdirSync('packages').sort()) {
   const dir = join('packages', pkg, 'bench');
   if (!existsSync(dir)) continue;
-  for (const file of readdirSync(dir).sort()) if (file.endsWith('.bench.ts')) benches.push(join(dir, file));
+  for (const file of readdirSync(dir).sort())
+    if (file.endsWith('.bench.ts')) benches.push(join(dir, file));
 }
 const selected = benches.filter((b) => filters.length === 0 || filters.some((f) => b.includes(f)));
 let failed = 0;
 for (const bench of selected) {
   console.log(`\n=== ${bench} ===`);
-  const result = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', bench], { stdio: 'inherit' });
+  const result = spawnSync(process.execPath, ['--conditions=source', '--import', 'tsx', bench], {
+    stdio: 'inherit',
+  });
   if (result.status !== 0) failed++;
 }
 if (failed > 0) {

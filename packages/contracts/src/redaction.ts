@@ -39,10 +39,25 @@ export class Redactor {
     return out;
   }
 
+  /** The same value with every string (and object key) redacted. */
+  redactDeep<T>(value: T): T {
+    if (this.#sorted.length === 0) return value;
+    return deep(value, (text) => this.redact(text)) as T;
+  }
+
   /** True when the text holds any registered secret form. */
   leaks(text: string): boolean {
     return this.#sorted.some((needle) => text.includes(needle));
   }
+}
+
+function deep(value: unknown, redact: (text: string) => string): unknown {
+  if (typeof value === 'string') return redact(value);
+  if (Array.isArray(value)) return value.map((v) => deep(v, redact));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [redact(k), deep(v, redact)]));
+  }
+  return value;
 }
 
 /**

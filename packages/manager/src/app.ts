@@ -6,7 +6,7 @@ import type { ManagerConfig } from './config.js';
 import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
 import { registerAuth } from './http/auth.js';
-import { registerErrorHandling } from './http/errors.js';
+import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerInputSafety } from './http/input-safety.js';
 import { registerValidation } from './http/validation.js';
 import type { Logger } from './logging.js';
@@ -49,6 +49,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     return503OnClosing: true,
+    frameworkErrors: frameworkFailure,
     forceCloseConnections: true,
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
@@ -56,7 +57,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     reply.header('x-request-id', request.id);
   });
   registerValidation(app);
-  registerInputSafety(app);
+  registerInputSafety(app, deps.redactor);
   registerErrorHandling(app);
   registerAuth(app, { apiKey: deps.config.apiKey, deploymentMode: deps.config.deploymentMode });
 
@@ -70,6 +71,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     config: deps.config,
     wakeups: deps.store.wakeups,
     logger: deps.logger,
+    redactor: deps.redactor,
     hooks,
   };
 

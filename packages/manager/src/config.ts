@@ -94,7 +94,10 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     pollWaitMaxMs: r.int('SVC_POLL_WAIT_MAX_MS', 20_000, { min: 0, max: 30_000 }),
     commandTtlMs: r.int('SVC_COMMAND_TTL_MS', 15 * 60_000, { min: 1000 }),
     maintenanceIntervalMs: r.int('SVC_MAINTENANCE_INTERVAL_MS', 10_000, { min: 100 }),
-    resultEventCap: r.int('SVC_RESULT_EVENT_CAP', RESULT_AGGREGATION_CAP, { min: 1, max: 1_000_000 }),
+    resultEventCap: r.int('SVC_RESULT_EVENT_CAP', RESULT_AGGREGATION_CAP, {
+      min: 1,
+      max: 1_000_000,
+    }),
     serviceId: r.string('SVC_SERVICE_ID', 'run-manager'),
     build: {
       version: r.string('SVC_VERSION', '0.1.0'),

@@ -14,18 +14,34 @@ describe('authentication', () => {
       const none = await t.api('GET', '/api/v1/backends', undefined, { authorization: '' });
       assert.equal(none.status, 401);
       assert.equal(none.body.failureKind, 'auth-failed');
-      const wrong = await t.api('GET', '/api/v1/backends', undefined, { authorization: 'Bearer correct-horse-battery-stapleX' });
+      const wrong = await t.api('GET', '/api/v1/backends', undefined, {
+        authorization: 'Bearer correct-horse-battery-stapleX',
+      });
       assert.equal(wrong.status, 401);
-      const scheme = await t.api('GET', '/api/v1/backends', undefined, { authorization: 'Basic correct-horse-battery-staple' });
+      const scheme = await t.api('GET', '/api/v1/backends', undefined, {
+        authorization: 'Basic correct-horse-battery-staple',
+      });
       assert.equal(scheme.status, 401);
       const right = await t.api('GET', '/api/v1/backends');
       assert.equal(right.status, 200);
-      const unknownRoute = await t.api('GET', '/api/v1/not-a-route', undefined, { authorization: '' });
-      assert.equal(unknownRoute.status, 401, 'auth runs before routing: nothing about the API leaks');
-      const write = await t.api('POST', '/api/v1/runs', runBody(), { authorization: 'Bearer nope' });
+      const unknownRoute = await t.api('GET', '/api/v1/not-a-route', undefined, {
+        authorization: '',
+      });
+      assert.equal(
+        unknownRoute.status,
+        401,
+        'auth runs before routing: nothing about the API leaks',
+      );
+      const write = await t.api('POST', '/api/v1/runs', runBody(), {
+        authorization: 'Bearer nope',
+      });
       assert.equal(write.status, 401);
       for (const path of ['/health', '/health/live', '/health/readiness']) {
-        assert.equal((await t.api('GET', path, undefined, { authorization: '' })).status, 200, path);
+        assert.equal(
+          (await t.api('GET', path, undefined, { authorization: '' })).status,
+          200,
+          path,
+        );
       }
     } finally {
       await t.close();
@@ -38,7 +54,14 @@ describe('authentication', () => {
     const t = await startTestManager({ env: { SVC_API_KEY_FILE: file } });
     try {
       assert.equal((await t.api('GET', '/api/v1/backends')).status, 401);
-      assert.equal((await t.api('GET', '/api/v1/backends', undefined, { authorization: 'Bearer key-from-file-123' })).status, 200);
+      assert.equal(
+        (
+          await t.api('GET', '/api/v1/backends', undefined, {
+            authorization: 'Bearer key-from-file-123',
+          })
+        ).status,
+        200,
+      );
     } finally {
       await t.close();
     }
@@ -65,7 +88,9 @@ describe('authentication', () => {
 
 describe('health', () => {
   it('reports store, migrations, build and redaction status and never a secret', async () => {
-    const t = await startTestManager({ env: { SVC_API_KEY: 'health-canary-key-000', SVC_SOURCE_COMMIT: 'abc1234' } });
+    const t = await startTestManager({
+      env: { SVC_API_KEY: 'health-canary-key-000', SVC_SOURCE_COMMIT: 'abc1234' },
+    });
     try {
       const health = await t.api('GET', '/health');
       assert.equal(health.status, 200);
@@ -77,7 +102,8 @@ describe('health', () => {
       assert.equal(health.body.redaction.valuesPrinted, false);
       assert.equal(health.body.auth.apiKeyConfigured, true);
       assert.ok(!health.raw.includes('health-canary-key-000'));
-      if (t.store.kind === 'postgres') assert.ok(!health.raw.includes(t.store.url), 'no connection string');
+      if (t.store.kind === 'postgres')
+        assert.ok(!health.raw.includes(t.store.url), 'no connection string');
       const ready = await t.api('GET', '/health/readiness');
       assert.equal(ready.status, 200);
       assert.equal(ready.body.ready, true);

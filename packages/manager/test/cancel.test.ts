@@ -15,20 +15,32 @@ async function setup() {
   const runId = run.body.runId as string;
   return { runId, runner: new TestRunner(t, `rnr-cncl${String(++n).padStart(4, '0')}`, runId) };
 }
-const turn = async (runId: string) => (await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'turn', payload: { prompt: 'x' } })).body.commandId as string;
+const turn = async (runId: string) =>
+  (
+    await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'x' },
+    })
+  ).body.commandId as string;
 
 describe('cancel', () => {
   it('cancels a pending command at once; no runner ever receives it', async () => {
     const { runId, runner } = await setup();
     const commandId = await turn(runId);
-    const cancelled = await t.api('POST', `/api/v1/commands/${commandId}/cancel`, { reason: 'changed my mind' });
+    const cancelled = await t.api('POST', `/api/v1/commands/${commandId}/cancel`, {
+      reason: 'changed my mind',
+    });
     assert.equal(cancelled.status, 200);
     assert.equal(cancelled.body.state, 'cancelled');
     assert.equal(cancelled.body.failureKind, 'cancelled');
     await runner.claim();
     const polled = await runner.poll();
     assert.equal(polled.body.commands[0].state, 'cancelled');
-    assert.equal((await runner.ack(commandId)).status, 409, 'a cancelled command cannot be acknowledged');
+    assert.equal(
+      (await runner.ack(commandId)).status,
+      409,
+      'a cancelled command cannot be acknowledged',
+    );
     const result = (await t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}/result`)).body;
     assert.equal(result.terminalStatus, 'cancelled');
     assert.equal(result.completed, false);
@@ -49,7 +61,11 @@ describe('cancel', () => {
     assert.deepEqual(woke.body.control.cancelledCommandIds, [commandId]);
     const late = await runner.finish(commandId, 'completed');
     assert.equal(late.body.state, 'cancelled', 'a terminal command is returned unchanged');
-    assert.equal((await t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'running', 'cancelling a command leaves the run open');
+    assert.equal(
+      (await t.api('GET', `/api/v1/runs/${runId}`)).body.state,
+      'running',
+      'cancelling a command leaves the run open',
+    );
   });
 
   it('cancels a run: every unfinished command converges; repeats return the terminal state', async () => {
@@ -63,13 +79,23 @@ describe('cancel', () => {
     assert.equal(cancelled.body.state, 'cancelled');
     assert.equal(cancelled.body.failureKind, 'cancelled');
     assert.equal(cancelled.body.cancelRequested, true);
-    for (const id of [a, b]) assert.equal((await t.api('GET', `/api/v1/runs/${runId}/commands/${id}`)).body.state, 'cancelled');
+    for (const id of [a, b])
+      assert.equal(
+        (await t.api('GET', `/api/v1/runs/${runId}/commands/${id}`)).body.state,
+        'cancelled',
+      );
     const again = await t.api('POST', `/api/v1/runs/${runId}/cancel`, {});
     assert.equal(again.status, 200);
     assert.equal(again.body.state, 'cancelled');
     assert.equal(again.body.terminalAt, cancelled.body.terminalAt);
-    const events = (await t.api('GET', `/api/v1/runs/${runId}/events`)).body.events.filter((e: any) => e.category === 'terminal_status');
-    assert.equal(events.length, 3, 'one terminal event per command and one for the run, written once');
+    const events = (await t.api('GET', `/api/v1/runs/${runId}/events`)).body.events.filter(
+      (e: any) => e.category === 'terminal_status',
+    );
+    assert.equal(
+      events.length,
+      3,
+      'one terminal event per command and one for the run, written once',
+    );
     const beat = await runner.heartbeat();
     assert.equal(beat.body.control.cancelRequested, true);
   });
@@ -89,7 +115,10 @@ describe('cancel', () => {
   });
 
   it('answers cancel of unknown ids with 404', async () => {
-    assert.equal((await t.api('POST', '/api/v1/commands/cmd-0000000000000/cancel', {})).status, 404);
+    assert.equal(
+      (await t.api('POST', '/api/v1/commands/cmd-0000000000000/cancel', {})).status,
+      404,
+    );
     assert.equal((await t.api('POST', '/api/v1/runs/run-0000000000000/cancel', {})).status, 404);
   });
 });

@@ -29,7 +29,10 @@ describe('commands', () => {
     const fetched = await t.api('GET', `/api/v1/runs/${runId}/commands/${created.body.commandId}`);
     assert.equal(fetched.status, 200);
     assert.equal(fetched.body.payload.prompt, 'write a haiku');
-    const other = await t.api('GET', `/api/v1/runs/${await newRun()}/commands/${created.body.commandId}`);
+    const other = await t.api(
+      'GET',
+      `/api/v1/runs/${await newRun()}/commands/${created.body.commandId}`,
+    );
     assert.equal(other.status, 404, 'a command is only found under its own run');
   });
 
@@ -50,7 +53,9 @@ describe('commands', () => {
 
   it('creates exactly one command when many clients race with one idempotency key', async () => {
     const runId = await newRun();
-    const responses = await Promise.all(Array.from({ length: 20 }, () => turn(runId, 'race', { idempotencyKey: 'race-key' })));
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => turn(runId, 'race', { idempotencyKey: 'race-key' })),
+    );
     const ids = new Set(responses.map((r) => r.body.commandId));
     assert.equal(ids.size, 1);
     assert.equal(responses.filter((r) => r.status === 201).length, 1);
@@ -67,11 +72,18 @@ describe('commands', () => {
       [{ type: 'turn', payload: { prompt: 'x', cookies: 'a=b' } }, 'schema-invalid'],
       [{ type: 'turn', payload: { prompt: 'x', meta: { sessionToken: 'abc' } } }, 'schema-invalid'],
       [{ type: 'turn', payload: { prompt: 'x', history: [] } }, 'schema-invalid'],
-      [{ type: 'turn', payload: { prompt: 'x', backendProfile: 'builtin-b' } }, 'tenant-policy-denied'],
+      [
+        { type: 'turn', payload: { prompt: 'x', backendProfile: 'builtin-b' } },
+        'tenant-policy-denied',
+      ],
       [{ type: 'turn', payload: { prompt: 'x'.repeat(300 * 1024) } }, 'schema-invalid'],
     ] as const) {
       const response = await post(body);
-      assert.equal(response.body.failureKind, kind, `${JSON.stringify(body).slice(0, 80)} -> ${response.raw.slice(0, 200)}`);
+      assert.equal(
+        response.body.failureKind,
+        kind,
+        `${JSON.stringify(body).slice(0, 80)} -> ${response.raw.slice(0, 200)}`,
+      );
     }
     for (const key of ['prompt', 'message', 'text']) {
       const ok = await post({ type: 'steer', payload: { [key]: 'go on' } });
@@ -92,7 +104,11 @@ describe('commands', () => {
     assert.equal(polled.body.commands[0].runnerId, 'rnr-flow0001');
 
     const listing = await t.api('GET', `/api/v1/runs/${runId}/commands`);
-    assert.equal(listing.body.commands[0].state, 'delivered', 'a listing without runnerId changes nothing');
+    assert.equal(
+      listing.body.commands[0].state,
+      'delivered',
+      'a listing without runnerId changes nothing',
+    );
 
     const early = await runner.finish(created.body.commandId, 'completed');
     assert.equal(early.status, 409, 'completed needs an acknowledged command');
@@ -101,13 +117,22 @@ describe('commands', () => {
     assert.equal(acked.body.state, 'confirmed');
     assert.equal((await t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'running');
 
-    const done = await runner.finish(created.body.commandId, 'completed', { threadId: 'thr-1', turnId: 'turn-1' });
+    const done = await runner.finish(created.body.commandId, 'completed', {
+      threadId: 'thr-1',
+      turnId: 'turn-1',
+    });
     assert.equal(done.status, 200, done.raw);
     assert.equal(done.body.state, 'completed');
     assert.equal(done.body.threadId, 'thr-1');
-    assert.equal((await t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'running', 'the run stays open after a turn');
+    assert.equal(
+      (await t.api('GET', `/api/v1/runs/${runId}`)).body.state,
+      'running',
+      'the run stays open after a turn',
+    );
 
-    const repeat = await runner.finish(created.body.commandId, 'failed', { failureKind: 'backend-failed' });
+    const repeat = await runner.finish(created.body.commandId, 'failed', {
+      failureKind: 'backend-failed',
+    });
     assert.equal(repeat.body.state, 'completed', 'a terminal command is returned unchanged');
 
     const events = await t.api('GET', `/api/v1/runs/${runId}/events`);
@@ -123,11 +148,20 @@ describe('commands', () => {
     const stranger = new TestRunner(t, 'rnr-strange1', runId);
     await owner.claim();
     assert.equal((await stranger.poll()).body.failureKind, 'runner-lease-conflict');
-    assert.equal((await stranger.ack(created.body.commandId)).body.failureKind, 'runner-lease-conflict');
+    assert.equal(
+      (await stranger.ack(created.body.commandId)).body.failureKind,
+      'runner-lease-conflict',
+    );
     await owner.poll();
     await owner.ack(created.body.commandId);
-    assert.equal((await stranger.finish(created.body.commandId, 'completed')).body.failureKind, 'runner-lease-conflict');
-    assert.equal((await stranger.append([{ key: 'k1', category: 'system', data: {} }])).body.failureKind, 'runner-lease-conflict');
+    assert.equal(
+      (await stranger.finish(created.body.commandId, 'completed')).body.failureKind,
+      'runner-lease-conflict',
+    );
+    assert.equal(
+      (await stranger.append([{ key: 'k1', category: 'system', data: {} }])).body.failureKind,
+      'runner-lease-conflict',
+    );
   });
 
   it('records failed and blocked outcomes with registered failure kinds only', async () => {
@@ -138,14 +172,19 @@ describe('commands', () => {
     await runner.claim();
     await runner.poll();
     // delivered -> failed is allowed without an ack (for example, assembly failed).
-    const failed = await runner.finish(a.body.commandId, 'failed', { failureKind: 'provider-auth-failed', message: '401 from provider' });
+    const failed = await runner.finish(a.body.commandId, 'failed', {
+      failureKind: 'provider-auth-failed',
+      message: '401 from provider',
+    });
     assert.equal(failed.body.state, 'failed');
     assert.equal(failed.body.failureKind, 'provider-auth-failed');
     const bogus = await runner.finish(b.body.commandId, 'failed', { failureKind: 'made-up-kind' });
     assert.equal(bogus.status, 400);
     const blockedNoKind = await runner.finish(b.body.commandId, 'blocked');
     assert.equal(blockedNoKind.status, 400);
-    const blocked = await runner.finish(b.body.commandId, 'blocked', { failureKind: 'required-skill-unavailable' });
+    const blocked = await runner.finish(b.body.commandId, 'blocked', {
+      failureKind: 'required-skill-unavailable',
+    });
     assert.equal(blocked.body.state, 'blocked');
   });
 
@@ -154,17 +193,34 @@ describe('commands', () => {
     try {
       await short.configureProfile('builtin-a');
       const run = await short.api('POST', '/api/v1/runs', runBody());
-      const created = await short.api('POST', `/api/v1/runs/${run.body.runId}/commands`, { type: 'turn', payload: { prompt: 'x' } });
+      const created = await short.api('POST', `/api/v1/runs/${run.body.runId}/commands`, {
+        type: 'turn',
+        payload: { prompt: 'x' },
+      });
       // Age the command instead of sleeping.
-      await short.manager.store.db.updateTable('commands').set({ expires_at: new Date(Date.now() - 1000) }).where('command_id', '=', created.body.commandId).execute();
-      const fetched = await short.api('GET', `/api/v1/runs/${run.body.runId}/commands/${created.body.commandId}`);
+      await short.manager.store.db
+        .updateTable('commands')
+        .set({ expires_at: new Date(Date.now() - 1000) })
+        .where('command_id', '=', created.body.commandId)
+        .execute();
+      const fetched = await short.api(
+        'GET',
+        `/api/v1/runs/${run.body.runId}/commands/${created.body.commandId}`,
+      );
       assert.equal(fetched.body.state, 'expired');
       assert.equal(fetched.body.failureKind, 'command-expired');
       const runner = new TestRunner(short, 'rnr-late0001', run.body.runId);
       await runner.claim();
       const polled = await runner.poll();
-      assert.equal(polled.body.commands[0].state, 'expired', 'an expired command is never delivered');
-      const result = await short.api('GET', `/api/v1/runs/${run.body.runId}/commands/${created.body.commandId}/result`);
+      assert.equal(
+        polled.body.commands[0].state,
+        'expired',
+        'an expired command is never delivered',
+      );
+      const result = await short.api(
+        'GET',
+        `/api/v1/runs/${run.body.runId}/commands/${created.body.commandId}/result`,
+      );
       assert.equal(result.body.status, 'expired', result.raw);
       assert.equal(result.body.completed, false);
     } finally {
@@ -183,10 +239,16 @@ describe('commands', () => {
   it('targets a steer at the active turn', async () => {
     const runId = await newRun();
     const active = await turn(runId);
-    const steer = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'steer', payload: { prompt: 'shorter please' } });
+    const steer = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'steer',
+      payload: { prompt: 'shorter please' },
+    });
     assert.equal(steer.body.targetCommandId, active.body.commandId);
     assert.equal(steer.body.steerDelivery.acknowledged, false);
-    const wrong = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'steer', payload: { prompt: 'x', targetCommandId: steer.body.commandId } });
+    const wrong = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'steer',
+      payload: { prompt: 'x', targetCommandId: steer.body.commandId },
+    });
     assert.equal(wrong.status, 400, 'a steer can only target a turn');
   });
 

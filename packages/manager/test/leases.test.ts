@@ -4,7 +4,9 @@ import { runBody, startTestManager, TestRunner, type TestManager } from './helpe
 
 let t: TestManager;
 before(async () => {
-  t = await startTestManager({ env: { SVC_LEASE_TTL_MS: '30000', SVC_HEARTBEAT_INTERVAL_MS: '10000' } });
+  t = await startTestManager({
+    env: { SVC_LEASE_TTL_MS: '30000', SVC_HEARTBEAT_INTERVAL_MS: '10000' },
+  });
   await t.configureProfile('builtin-a');
 });
 after(() => t.close());
@@ -15,18 +17,29 @@ async function newRun(): Promise<string> {
 
 /** Age a lease by writing its expiry into the past (no sleeping). */
 async function expireLease(runId: string): Promise<void> {
-  await t.manager.store.db.updateTable('runs').set({ lease_expires_at: new Date(Date.now() - 1000) }).where('run_id', '=', runId).execute();
+  await t.manager.store.db
+    .updateTable('runs')
+    .set({ lease_expires_at: new Date(Date.now() - 1000) })
+    .where('run_id', '=', runId)
+    .execute();
 }
 
 describe('runner registration, claim and lease', () => {
   it('registers a runner and returns the lease settings', async () => {
     const runId = await newRun();
-    const registered = await t.api('POST', '/api/v1/runners/register', { runId, hostname: 'host-1', pid: 42, version: '0.1.0' });
+    const registered = await t.api('POST', '/api/v1/runners/register', {
+      runId,
+      hostname: 'host-1',
+      pid: 42,
+      version: '0.1.0',
+    });
     assert.equal(registered.status, 200, registered.raw);
     assert.match(registered.body.runnerId, /^rnr-/);
     assert.equal(registered.body.leaseTtlMs, 30000);
     assert.equal(registered.body.heartbeatIntervalMs, 10000);
-    const missing = await t.api('POST', '/api/v1/runners/register', { runId: 'run-0000000000000000' });
+    const missing = await t.api('POST', '/api/v1/runners/register', {
+      runId: 'run-0000000000000000',
+    });
     assert.equal(missing.status, 404);
   });
 
@@ -79,10 +92,17 @@ describe('runner registration, claim and lease', () => {
     const runner = new TestRunner(t, 'rnr-heartbt1', runId);
     const claimed = await runner.claim();
     await new Promise((r) => setTimeout(r, 20));
-    const beat = await runner.heartbeat({ lastActivityAt: new Date().toISOString(), lastActivityKind: 'item/agentMessage/delta' });
+    const beat = await runner.heartbeat({
+      lastActivityAt: new Date().toISOString(),
+      lastActivityKind: 'item/agentMessage/delta',
+    });
     assert.equal(beat.status, 200, beat.raw);
     assert.ok(Date.parse(beat.body.lease.expiresAt) > Date.parse(claimed.body.lease.expiresAt));
-    assert.deepEqual(beat.body.control, { runState: 'claimed', cancelRequested: false, cancelledCommandIds: [] });
+    assert.deepEqual(beat.body.control, {
+      runState: 'claimed',
+      cancelRequested: false,
+      cancelledCommandIds: [],
+    });
     await t.api('POST', `/api/v1/runs/${runId}/cancel`, { reason: 'user stop' });
     const after = await runner.heartbeat();
     assert.equal(after.body.control.runState, 'cancelled');
@@ -101,7 +121,10 @@ describe('runner registration, claim and lease', () => {
     const runId = await newRun();
     const runner = new TestRunner(t, 'rnr-closer01', runId);
     await runner.claim();
-    const command = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'turn', payload: { prompt: 'x' } });
+    const command = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'x' },
+    });
     const early = await runner.runStatus('completed');
     assert.equal(early.status, 409);
     assert.deepEqual(early.body.details.commandIds, [command.body.commandId]);
@@ -118,8 +141,14 @@ describe('runner registration, claim and lease', () => {
     const runId = await newRun();
     const runner = new TestRunner(t, 'rnr-crasher1', runId);
     await runner.claim();
-    const a = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'turn', payload: { prompt: 'x' } });
-    const failed = await runner.runStatus('failed', { failureKind: 'infra-failed', message: 'git missing' });
+    const a = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'x' },
+    });
+    const failed = await runner.runStatus('failed', {
+      failureKind: 'infra-failed',
+      message: 'git missing',
+    });
     assert.equal(failed.body.state, 'failed');
     assert.equal(failed.body.failureKind, 'infra-failed');
     const command = await t.api('GET', `/api/v1/runs/${runId}/commands/${a.body.commandId}`);

@@ -16,7 +16,10 @@ async function runningTurn(): Promise<{ runId: string; commandId: string; runner
   const runId = run.body.runId;
   const runner = new TestRunner(t, `rnr-result${String(++counter).padStart(3, '0')}`, runId);
   await runner.claim();
-  const command = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'turn', payload: { prompt: 'go' } });
+  const command = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+    type: 'turn',
+    payload: { prompt: 'go' },
+  });
   await runner.poll();
   await runner.ack(command.body.commandId);
   return { runId, commandId: command.body.commandId, runner };
@@ -31,7 +34,14 @@ const assistant = (commandId: string, text: string, flags: Record<string, unknow
 });
 
 const result = async (runId: string, commandId?: string) =>
-  (await t.api('GET', commandId ? `/api/v1/runs/${runId}/commands/${commandId}/result` : `/api/v1/runs/${runId}/result`)).body;
+  (
+    await t.api(
+      'GET',
+      commandId
+        ? `/api/v1/runs/${runId}/commands/${commandId}/result`
+        : `/api/v1/runs/${runId}/result`,
+    )
+  ).body;
 
 describe('result envelope', () => {
   it('takes the last authoritative final message as the reply once terminal completed', async () => {
@@ -65,7 +75,11 @@ describe('result envelope', () => {
 
   it('falls back to the last non-empty assistant text and asks for continuation', async () => {
     const { runId, commandId, runner } = await runningTurn();
-    await runner.append([assistant(commandId, 'first draft'), assistant(commandId, 'second draft'), assistant(commandId, '')]);
+    await runner.append([
+      assistant(commandId, 'first draft'),
+      assistant(commandId, 'second draft'),
+      assistant(commandId, ''),
+    ]);
     await runner.finish(commandId, 'completed');
     const done = await result(runId, commandId);
     assert.equal(done.completed, true);
@@ -80,7 +94,14 @@ describe('result envelope', () => {
 
   it('reports a missing reply when completed without assistant text', async () => {
     const { runId, commandId, runner } = await runningTurn();
-    await runner.append([{ key: `o${++keyCounter}`, commandId, category: 'command_output', data: { text: 'lots of stdout', originalBytes: 14, keptBytes: 14 } }]);
+    await runner.append([
+      {
+        key: `o${++keyCounter}`,
+        commandId,
+        category: 'command_output',
+        data: { text: 'lots of stdout', originalBytes: 14, keptBytes: 14 },
+      },
+    ]);
     await runner.finish(commandId, 'completed');
     const done = await result(runId, commandId);
     assert.equal(done.reply, null);
@@ -93,13 +114,21 @@ describe('result envelope', () => {
     const { runId, commandId, runner } = await runningTurn();
     await runner.append([
       assistant(commandId, 'partial answer', { final: false }),
-      { key: `o${++keyCounter}`, commandId, category: 'command_output', data: { text: 'ok', originalBytes: 2 } },
+      {
+        key: `o${++keyCounter}`,
+        commandId,
+        category: 'command_output',
+        data: { text: 'ok', originalBytes: 2 },
+      },
     ]);
     const open = await result(runId, commandId);
     assert.equal(open.completed, false);
     assert.equal(open.status, 'confirmed');
     assert.equal(open.terminalStatus, null);
-    await runner.finish(commandId, 'failed', { failureKind: 'provider-unavailable', message: 'stream disconnected' });
+    await runner.finish(commandId, 'failed', {
+      failureKind: 'provider-unavailable',
+      message: 'stream disconnected',
+    });
     const failed = await result(runId, commandId);
     assert.equal(failed.completed, false);
     assert.equal(failed.terminalStatus, 'failed');
@@ -112,9 +141,13 @@ describe('result envelope', () => {
 
   it('ignores assistant events after the terminal event when selecting the reply', async () => {
     const { runId, commandId, runner } = await runningTurn();
-    await runner.append([assistant(commandId, 'the real answer', { final: true, replyAuthority: true })]);
+    await runner.append([
+      assistant(commandId, 'the real answer', { final: true, replyAuthority: true }),
+    ]);
     await runner.finish(commandId, 'completed');
-    await runner.append([assistant(commandId, 'straggler after terminal', { final: true, replyAuthority: true })]);
+    await runner.append([
+      assistant(commandId, 'straggler after terminal', { final: true, replyAuthority: true }),
+    ]);
     const done = await result(runId, commandId);
     assert.equal(done.reply, 'the real answer');
     assert.ok(done.finalAssistantSeq < done.terminalSource.seq);
@@ -124,10 +157,15 @@ describe('result envelope', () => {
     const { runId, commandId: first, runner } = await runningTurn();
     await runner.append([assistant(first, 'answer one', { final: true, replyAuthority: true })]);
     await runner.finish(first, 'completed');
-    const second = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'turn', payload: { prompt: 'again' } });
+    const second = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'again' },
+    });
     await runner.poll(1);
     await runner.ack(second.body.commandId);
-    await runner.append([assistant(second.body.commandId, 'answer two', { final: true, replyAuthority: true })]);
+    await runner.append([
+      assistant(second.body.commandId, 'answer two', { final: true, replyAuthority: true }),
+    ]);
     await runner.finish(second.body.commandId, 'completed');
 
     const one = await result(runId, first);
@@ -145,8 +183,32 @@ describe('result envelope', () => {
   it('joins a reply split into parts', async () => {
     const { runId, commandId, runner } = await runningTurn();
     await runner.append([
-      { key: 'p1', commandId, category: 'assistant_message', data: { itemId: 'msg-1', part: 1, parts: 2, text: 'Hello, ', final: true, replyAuthority: true } },
-      { key: 'p2', commandId, category: 'assistant_message', data: { itemId: 'msg-1', part: 2, parts: 2, text: 'world.', final: true, replyAuthority: true } },
+      {
+        key: 'p1',
+        commandId,
+        category: 'assistant_message',
+        data: {
+          itemId: 'msg-1',
+          part: 1,
+          parts: 2,
+          text: 'Hello, ',
+          final: true,
+          replyAuthority: true,
+        },
+      },
+      {
+        key: 'p2',
+        commandId,
+        category: 'assistant_message',
+        data: {
+          itemId: 'msg-1',
+          part: 2,
+          parts: 2,
+          text: 'world.',
+          final: true,
+          replyAuthority: true,
+        },
+      },
     ]);
     await runner.finish(commandId, 'completed');
     assert.equal((await result(runId, commandId)).reply, 'Hello, world.');
@@ -158,7 +220,15 @@ describe('result envelope', () => {
       key: `t-${item}-${status}`,
       commandId,
       category: 'tool_call',
-      data: { itemId: item, toolName: 'shell', type: 'commandExecution', method: 'item/completed', status, command: `ls ${'-l '.repeat(200)}`, ...(exitCode !== undefined ? { exitCode } : {}) },
+      data: {
+        itemId: item,
+        toolName: 'shell',
+        type: 'commandExecution',
+        method: 'item/completed',
+        status,
+        command: `ls ${'-l '.repeat(200)}`,
+        ...(exitCode !== undefined ? { exitCode } : {}),
+      },
     });
     await runner.append([
       tool('i1', 'started'),
@@ -166,7 +236,19 @@ describe('result envelope', () => {
       tool('i2', 'started'),
       tool('i2', 'failed', 2),
       tool('i3', 'started'),
-      { key: 'out1', commandId, category: 'command_output', data: { itemId: 'i1', text: 'x', originalBytes: 100000, keptBytes: 16384, outputTruncated: true, logRef: 'runner.log#i1' } },
+      {
+        key: 'out1',
+        commandId,
+        category: 'command_output',
+        data: {
+          itemId: 'i1',
+          text: 'x',
+          originalBytes: 100000,
+          keptBytes: 16384,
+          outputTruncated: true,
+          logRef: 'runner.log#i1',
+        },
+      },
       { key: 'diff1', commandId, category: 'diff', data: { diff: '+a', originalBytes: 2 } },
     ]);
     const summary = await result(runId, commandId);
@@ -186,15 +268,28 @@ describe('result envelope', () => {
 
   it('says eventsCapped with a continuation cursor past the aggregation cap, never silently', async () => {
     const { runId, commandId, runner } = await runningTurn();
-    const tools = Array.from({ length: 80 }, (_, i) => ({ key: `c${i}`, commandId, category: 'tool_call', data: { itemId: `x${i}`, status: 'completed', exitCode: 0 } }));
-    await runner.append([...tools, assistant(commandId, 'done', { final: true, replyAuthority: true })]);
+    const tools = Array.from({ length: 80 }, (_, i) => ({
+      key: `c${i}`,
+      commandId,
+      category: 'tool_call',
+      data: { itemId: `x${i}`, status: 'completed', exitCode: 0 },
+    }));
+    await runner.append([
+      ...tools,
+      assistant(commandId, 'done', { final: true, replyAuthority: true }),
+    ]);
     await runner.finish(commandId, 'completed');
     const first = await result(runId, commandId);
     assert.equal(first.eventsCapped, true);
     assert.equal(first.toolCallSummary.count, 50, 'the first window holds the cap');
     assert.equal(first.completed, true, 'terminal and reply are found beyond the window');
     assert.equal(first.reply, 'done');
-    const next = (await t.api('GET', `/api/v1/runs/${runId}/result?commandId=${commandId}&afterSeq=${first.nextAfterSeq}`)).body;
+    const next = (
+      await t.api(
+        'GET',
+        `/api/v1/runs/${runId}/result?commandId=${commandId}&afterSeq=${first.nextAfterSeq}`,
+      )
+    ).body;
     assert.equal(next.eventsCapped, false);
     assert.equal(next.nextAfterSeq, null);
     assert.equal(next.toolCallSummary.count, 30);
@@ -202,14 +297,27 @@ describe('result envelope', () => {
 
   it('reports steer delivery from the runner and whether the target produced later events', async () => {
     const { runId, commandId: target, runner } = await runningTurn();
-    const steer = await t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'steer', payload: { prompt: 'be brief' } });
+    const steer = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'steer',
+      payload: { prompt: 'be brief' },
+    });
     await runner.poll(1);
     await runner.ack(steer.body.commandId);
-    await runner.finish(steer.body.commandId, 'completed', { steerDelivery: { forwarded: true, accepted: true, targetTurnId: 'turn-9' } });
+    await runner.finish(steer.body.commandId, 'completed', {
+      steerDelivery: { forwarded: true, accepted: true, targetTurnId: 'turn-9' },
+    });
     const before = await result(runId, steer.body.commandId);
     assert.deepEqual(
       { ...before.steerDelivery },
-      { targetCommandId: target, acknowledged: true, forwarded: true, accepted: true, targetTurnId: 'turn-9', laterTargetEventsSeen: false, message: null },
+      {
+        targetCommandId: target,
+        acknowledged: true,
+        forwarded: true,
+        accepted: true,
+        targetTurnId: 'turn-9',
+        laterTargetEventsSeen: false,
+        message: null,
+      },
     );
     assert.equal(before.completed, true, 'the steer command completed');
     await runner.append([assistant(target, 'brief answer', { final: true, replyAuthority: true })]);
@@ -219,9 +327,16 @@ describe('result envelope', () => {
 
   it('reports a blocked command with its blocker', async () => {
     const { runId, commandId, runner } = await runningTurn();
-    await runner.finish(commandId, 'blocked', { failureKind: 'required-skill-unavailable', message: 'skill review missing' });
+    await runner.finish(commandId, 'blocked', {
+      failureKind: 'required-skill-unavailable',
+      message: 'skill review missing',
+    });
     const blocked = await result(runId, commandId);
     assert.equal(blocked.terminalStatus, 'blocked');
-    assert.deepEqual(blocked.blocker, { failureKind: 'required-skill-unavailable', message: 'skill review missing', details: {} });
+    assert.deepEqual(blocked.blocker, {
+      failureKind: 'required-skill-unavailable',
+      message: 'skill review missing',
+      details: {},
+    });
   });
 });

@@ -115,7 +115,9 @@ export function splitDeltas(text: string, count: number): string[] {
   const out: string[] = [];
   for (let i = 0; i < n; i++) {
     out.push(
-      chars.slice(Math.floor((i * chars.length) / n), Math.floor(((i + 1) * chars.length) / n)).join(''),
+      chars
+        .slice(Math.floor((i * chars.length) / n), Math.floor(((i + 1) * chars.length) / n))
+        .join(''),
     );
   }
   return out;
@@ -127,7 +129,8 @@ export function errorBody(status: number, message?: string): Record<string, unkn
     case 401:
       return {
         error: {
-          message: message ?? 'Incorrect API key provided. You can find your API key in your account.',
+          message:
+            message ?? 'Incorrect API key provided. You can find your API key in your account.',
           type: 'invalid_request_error',
           param: null,
           code: 'invalid_api_key',
@@ -164,8 +167,7 @@ export function errorBody(status: number, message?: string): Record<string, unkn
       return {
         error: {
           message:
-            message ??
-            'The server had an error while processing your request. Sorry about that!',
+            message ?? 'The server had an error while processing your request. Sorry about that!',
           type: 'server_error',
           param: null,
           code: null,

@@ -7,6 +7,7 @@ import {
   failedFrame,
   functionCallFrame,
   messageFrames,
+  messageItem,
   newId,
   splitDeltas,
   sseFrame,
@@ -15,10 +16,11 @@ import {
 
 /**
  * A scripted fake of the model provider (OpenAI Responses API) on loopback, for driving the
- * real coding agent in tests. Each `POST /v1/responses` consumes the next scripted step and is
- * answered as Server-Sent Events exactly as the agent reads them; `POST /v1/responses/compact`
- * (remote compaction, used by the agent only for providers named "OpenAI" or Azure) answers
- * from its own setting. Every request is recorded so tests can assert what the agent sent.
+ * real coding agent in tests. Each model request (`POST /v1/responses`) consumes the next
+ * scripted step and is answered as Server-Sent Events exactly as the agent reads them.
+ * Compaction requests (see `requestKind`) are answered from their own setting instead, so a
+ * test can make compaction unsupported without scripting around it. Every request is recorded
+ * so tests can assert what the agent sent.
  */
 
 export type ProviderStep =
@@ -60,9 +62,9 @@ export type ProviderStep =
   /** Frames as given, then the stream ends. */
   | { kind: 'raw'; events: ReadonlyArray<Record<string, unknown> & { type: string }> };
 
+/** How compaction requests are answered (default: HTTP 404, as by a provider without it). */
 export type CompactBehaviour =
-  | { kind: 'http-error'; status: number; message?: string }
-  | { kind: 'reply'; output: unknown[] };
+  { kind: 'http-error'; status: number; message?: string } | { kind: 'reply'; summary?: string };
 
 export interface RecordedRequest {
   /** 1-based position among all requests the fake received. */
@@ -200,12 +202,7 @@ export class FakeProvider {
     } catch {
       // keep the raw text: a test may want to see what was not JSON
     }
-    const kind =
-      req.method === 'POST' && path.endsWith('/responses')
-        ? 'responses'
-        : req.method === 'POST' && path.endsWith('/responses/compact')
-          ? 'compact'
-          : 'other';
+    const kind = requestKind(req.method ?? 'GET', path, headers, body);
     const record: RecordedRequest = {
       index: this.requests.length + 1,
       kind,
@@ -229,16 +226,32 @@ export class FakeProvider {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const record = this.#record(req, Buffer.concat(chunks).toString('utf8'));
-    if (record.kind === 'compact') return this.#answerCompact(res);
+    if (record.kind === 'compact') return this.#answerCompact(record, res);
     if (record.kind === 'other') return json(res, 404, errorBody(404));
     const step = this.#script.shift() ?? { kind: 'text', text: this.#defaultText };
     await this.#answer(step, record, res);
   }
 
-  #answerCompact(res: ServerResponse): void {
+  #answerCompact(request: RecordedRequest, res: ServerResponse): void {
     const behaviour = this.#compact;
-    if (behaviour.kind === 'reply') return json(res, 200, { output: behaviour.output });
-    json(res, behaviour.status, errorBody(behaviour.status, behaviour.message));
+    if (behaviour.kind === 'http-error')
+      return json(res, behaviour.status, errorBody(behaviour.status, behaviour.message));
+    const summary = behaviour.summary ?? 'summary of the conversation so far';
+    if (request.path.endsWith('/responses/compact'))
+      return json(res, 200, { output: [messageItem(newId('msg'), summary)] });
+    const responseId = newId('resp');
+    const body = request.body as { input?: unknown[] } | null;
+    const remote = (body?.input?.at(-1) as Record<string, unknown> | undefined)?.['type'];
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.write(sseFrame(created(responseId)));
+    if (remote === 'compaction_trigger') {
+      // Remote compaction v2 expects exactly one opaque `compaction` item back.
+      const item = { type: 'compaction', id: newId('cmp'), encrypted_content: summary };
+      res.write(sseFrame({ type: 'response.output_item.done', output_index: 0, item }));
+    } else {
+      for (const frame of messageFrames(summary, [])) res.write(frame);
+    }
+    res.end(sseFrame(completed(responseId, { inputTokens: 100, outputTokens: 10 })));
   }
 
   async #answer(step: ProviderStep, request: RecordedRequest, res: ServerResponse): Promise<void> {
@@ -316,6 +329,36 @@ export class FakeProvider {
       res.on('close', done);
     });
   }
+}
+
+/**
+ * Compaction requests: the legacy unary `POST /v1/responses/compact`, and streamed
+ * `/v1/responses` requests the agent marks `request_kind: "compaction"` in its turn metadata
+ * header (local summaries, and remote compaction v2 whose input ends with a
+ * `compaction_trigger` item).
+ */
+function requestKind(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: unknown,
+): RecordedRequest['kind'] {
+  if (method !== 'POST') return 'other';
+  if (path.endsWith('/responses/compact')) return 'compact';
+  if (!path.endsWith('/responses')) return 'other';
+  let metadata: unknown = null;
+  try {
+    metadata = JSON.parse(headers['x-codex-turn-metadata'] ?? 'null');
+  } catch {
+    // not JSON: not a compaction marker
+  }
+  if ((metadata as Record<string, unknown> | null)?.['request_kind'] === 'compaction')
+    return 'compact';
+  const input = (body as { input?: unknown } | null)?.input;
+  const last: unknown = Array.isArray(input) ? input[input.length - 1] : undefined;
+  if ((last as Record<string, unknown> | undefined)?.['type'] === 'compaction_trigger')
+    return 'compact';
+  return 'responses';
 }
 
 function failureMessage(code: string): string {

@@ -1,3 +1,5 @@
 export * from './pg.js';
 export * from './processes.js';
 export * from './canary.js';
+export * from './ports.js';
+export * from './fake-provider.js';

@@ -1,3 +1,4 @@
+import type { Redactor } from '@svc/contracts';
 import type { ManagerConfig } from '../config.js';
 import type { Logger } from '../logging.js';
 import type { Db } from '../store/db.js';
@@ -13,6 +14,8 @@ export interface Ctx {
   readonly config: ManagerConfig;
   readonly wakeups: Wakeups;
   readonly logger: Logger;
+  /** Known secret values (API key, store password, credentials in flight): never stored. */
+  readonly redactor: Redactor;
   readonly hooks: DomainHooks;
 }
 

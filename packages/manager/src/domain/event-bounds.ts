@@ -18,10 +18,10 @@ export function boundEventData(
   category: string,
   input: Record<string, unknown> | undefined,
 ): BoundedData {
-  const state = {
+  const state: WalkState = {
     truncated: false,
     nulReplaced: false,
-    cuts: {} as Record<string, { originalBytes: number; keptBytes: number }>,
+    cuts: {},
   };
   const walked = walk(input ?? {}, '', 0, state) as Record<string, unknown>;
   let data: Record<string, unknown> = walked;

@@ -58,7 +58,14 @@ export function deriveLiveness(input: LivenessInput): Liveness {
         ? 'approaching-idle-timeout'
         : 'within-budget';
 
-  const phase = derivePhase(run, command, lastCommandEvent ?? null, terminal, leaseExpired, input.openToolCalls);
+  const phase = derivePhase(
+    run,
+    command,
+    lastCommandEvent ?? null,
+    terminal,
+    leaseExpired,
+    input.openToolCalls,
+  );
   return {
     phase,
     active: !terminal,
@@ -111,7 +118,8 @@ function derivePhase(
   if (last.name === 'agent.transport-closed') return 'transport-disconnected';
   if (last.name === 'agent.stdio-inactive') return 'runner-stdio-inactive';
   // A tool still running decides the phase, whatever was recorded after it started.
-  if (openTools > 0) return last.category === 'command_output' ? 'waiting-tool-output' : 'waiting-tool';
+  if (openTools > 0)
+    return last.category === 'command_output' ? 'waiting-tool-output' : 'waiting-tool';
   const data = last.data;
   switch (last.category) {
     case 'error':

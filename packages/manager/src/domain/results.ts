@@ -66,14 +66,15 @@ export async function buildResult(
     windowClose !== null && counts.lastSeq !== null && windowClose < counts.lastSeq;
   const beforeSeq = terminalEvent ? terminalEvent.seq : MAX_SEQ;
 
-  const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent, openTools] = await Promise.all([
-    latestAssistant(ctx.db, scope, beforeSeq, true),
-    toolCalls(ctx.db, scope, afterSeq, throughSeq),
-    artifacts(ctx.db, scope, afterSeq, throughSeq),
-    run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
-    counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
-    terminalEvent ? Promise.resolve(0) : openToolCalls(ctx.db, scope),
-  ]);
+  const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent, openTools] =
+    await Promise.all([
+      latestAssistant(ctx.db, scope, beforeSeq, true),
+      toolCalls(ctx.db, scope, afterSeq, throughSeq),
+      artifacts(ctx.db, scope, afterSeq, throughSeq),
+      run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
+      counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
+      terminalEvent ? Promise.resolve(0) : openToolCalls(ctx.db, scope),
+    ]);
   const selected = authoritative ?? (await latestAssistant(ctx.db, scope, beforeSeq, false));
   const final = selected
     ? await finalResponseOf(ctx, scope, selected, beforeSeq, authoritative !== undefined)

@@ -30,6 +30,19 @@ export function registerErrorHandling(app: FastifyInstance): void {
   );
 }
 
+/** Fastify's own early failures (malformed URL, param too long) in the same structured shape. */
+export function frameworkFailure(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): void {
+  void sendFailure(
+    request,
+    reply,
+    new ServiceError('schema-invalid', `malformed request: ${error.code}`),
+  );
+}
+
 export function sendFailure(
   request: FastifyRequest,
   reply: FastifyReply,

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ServiceError } from '@svc/contracts';
+import { ServiceError, type Redactor } from '@svc/contracts';
 
 const MAX_DEPTH = 64;
 
@@ -15,7 +15,7 @@ declare module 'fastify' {
  * document overflows any recursive walk. These checks run before validation so bad input is a
  * 400, never a 500 from the store.
  */
-export function registerInputSafety(app: FastifyInstance): void {
+export function registerInputSafety(app: FastifyInstance, redactor: Redactor): void {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
     const text = body as string;
     if (text.trim() === '') {
@@ -27,7 +27,9 @@ export function registerInputSafety(app: FastifyInstance): void {
     }
     try {
       const parsed: unknown = JSON.parse(text);
-      done(null, wellFormed(parsed, 0));
+      // Registered secret values (API key, store password) are redacted at the door: a secret
+      // pasted into a prompt or printed by a tool never reaches the domain or the store.
+      done(null, redactor.redactDeep(wellFormed(parsed, 0)));
     } catch (error) {
       done(
         error instanceof ServiceError

@@ -1,6 +1,6 @@
 import { Migrator } from 'kysely/migration';
 import type { Db } from './db.js';
-import { MIGRATION_NAMES, migrationProvider } from './migrations/index.js';
+import { migrationProvider } from './migrations/index.js';
 
 export interface MigrationState {
   applied: string[];
@@ -45,4 +45,3 @@ export async function migrationState(db: Db): Promise<MigrationState> {
   const pending = all.filter((m) => m.executedAt === undefined).map((m) => m.name);
   return { applied, pending, latest: applied.at(-1) ?? null, upToDate: pending.length === 0 };
 }
-

@@ -1,0 +1,152 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import {
+  createTestStore,
+  ensureTestTag,
+  freePort,
+  realPostgresAvailable,
+  waitForHttp,
+  waitForNoTaggedProcesses,
+  type TestStore,
+} from '@svc/testkit';
+import { LocalSecretStore } from '../src/index.js';
+import { managerTemplate, runBody } from './helpers.js';
+
+const skip = (await realPostgresAvailable())
+  ? false
+  : 'needs a PostgreSQL server that outlives the killed process';
+const SERVER = join(import.meta.dirname, '../dist/server.js');
+const tag = ensureTestTag();
+
+describe('crash recovery', { skip }, () => {
+  let store: TestStore;
+  let dataDir: string;
+  after(async () => {
+    await store?.drop();
+    if (dataDir) await rm(dataDir, { recursive: true, force: true });
+    assert.deepEqual(await waitForNoTaggedProcesses(tag), []);
+  });
+
+  it('keeps every acknowledged event exactly once, in order, across a SIGKILL of the manager under append load', async () => {
+    store = await createTestStore(managerTemplate);
+    assert.equal(store.kind, 'postgres');
+    dataDir = await mkdtemp(join(tmpdir(), 'svc-crash-'));
+    await new LocalSecretStore(join(dataDir, 'secrets')).put('svc-v01-provider-builtin-a', {
+      'auth.json': Buffer.from('{}'),
+      'config.toml': Buffer.from('model = "m"\n'),
+    });
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    const env = {
+      ...process.env,
+      DATABASE_URL: store.url,
+      PORT: String(port),
+      SVC_DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+    };
+    const start = (): ChildProcess =>
+      spawn(process.execPath, [SERVER], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+
+    let manager = start();
+    await waitForHttp(`${base}/health/readiness`);
+
+    const call = async (method: string, path: string, body?: unknown) => {
+      const response = await fetch(`${base}${path}`, {
+        method,
+        headers: body ? { 'content-type': 'application/json' } : {},
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+      return { status: response.status, body: (await response.json()) as any };
+    };
+    const runners = await Promise.all(
+      Array.from({ length: 4 }, async (_, i) => {
+        const run = await call('POST', '/api/v1/runs', runBody());
+        const runnerId = `rnr-crash${i}xx`;
+        assert.equal(
+          (await call('POST', `/api/v1/runs/${run.body.runId}/claim`, { runnerId })).status,
+          200,
+        );
+        return { runId: run.body.runId as string, runnerId, acked: [] as number[] };
+      }),
+    );
+
+    const BATCHES = 60;
+    let killed = false;
+    const load = runners.map(async (r) => {
+      for (let b = 0; b < BATCHES; b++) {
+        const events = Array.from({ length: 50 }, (_, k) => ({
+          key: `b${b}-${k}`,
+          category: 'command_output',
+          data: { b, k, text: `line ${b}.${k}` },
+        }));
+        // Retry the same batch (same keys) until the manager acknowledges it.
+        for (;;) {
+          try {
+            const response = await call('POST', `/api/v1/runs/${r.runId}/events`, {
+              runnerId: r.runnerId,
+              events,
+            });
+            if (response.status === 200) {
+              r.acked.push(b);
+              break;
+            }
+            if (response.status < 500 && response.status !== 503)
+              assert.fail(`append refused: ${JSON.stringify(response.body)}`);
+          } catch {
+            // connection refused or reset while the manager is down
+          }
+          await new Promise((res) => setTimeout(res, 25));
+        }
+      }
+    });
+
+    // Kill the manager once a good share of batches has landed, then bring it back.
+    while (runners.reduce((n, r) => n + r.acked.length, 0) < 40)
+      await new Promise((res) => setTimeout(res, 10));
+    manager.kill('SIGKILL');
+    killed = true;
+    await new Promise((res) => manager.once('exit', res));
+    const ackedAtKill = runners.reduce((n, r) => n + r.acked.length, 0);
+    manager = start();
+    await waitForHttp(`${base}/health/readiness`);
+    await Promise.all(load);
+
+    try {
+      assert.ok(killed && ackedAtKill < runners.length * BATCHES, 'the kill happened mid-load');
+      for (const r of runners) {
+        assert.equal(r.acked.length, BATCHES);
+        const seen: Array<{ b: number; k: number; seq: number }> = [];
+        for (let after = 0; ;) {
+          const page = await call(
+            'GET',
+            `/api/v1/runs/${r.runId}/events?afterSeq=${after}&limit=1000`,
+          );
+          for (const e of page.body.events)
+            if (e.category === 'command_output')
+              seen.push({ b: e.data.b, k: e.data.k, seq: e.seq });
+          if (!page.body.hasMore) break;
+          after = page.body.nextAfterSeq;
+        }
+        assert.equal(
+          seen.length,
+          BATCHES * 50,
+          `run ${r.runId}: every acknowledged event exactly once`,
+        );
+        const order = seen.map((e) => e.b * 1000 + e.k);
+        assert.deepEqual(
+          order,
+          [...order].sort((a, b) => a - b),
+          'stored in the order they were appended',
+        );
+        assert.equal(new Set(order).size, order.length, 'no duplicates from retried batches');
+      }
+    } finally {
+      manager.kill('SIGTERM');
+      await new Promise((res) => manager.once('exit', res));
+    }
+  });
+});
