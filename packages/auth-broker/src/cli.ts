@@ -1,0 +1,125 @@
+import { Command, CommanderError } from 'commander';
+import { ConfigError, type Env } from '@svc/contracts';
+import {
+  contractCommand,
+  credentialRequestCommand,
+  healthCommand,
+  prPreflightCommand,
+} from './adapter/commands.js';
+import {
+  adapterFailure,
+  EXIT_USAGE,
+  type CommandOutput,
+  type Subcommand,
+} from './adapter/shapes.js';
+import { loadConfig } from './config.js';
+import { BrokerError } from './errors.js';
+import { startBroker } from './server.js';
+
+/**
+ * `auth-broker serve` runs the service; the other subcommands are the client adapter. Adapter
+ * output is one JSON document on standard output; the exit code is 0 on success, 1 on a
+ * structured failure and 2 on a usage or validation error.
+ */
+function program(env: Env): Command {
+  const root = new Command('auth-broker')
+    .description('Auth broker for code-host operations, and its client adapter')
+    .exitOverride()
+    .configureOutput({ writeErr: () => undefined });
+
+  root
+    .command('serve')
+    .description('run the broker service (AUTH_BROKER_* environment)')
+    .action(serve);
+
+  root
+    .command('contract')
+    .description('print the dry-run contract surface')
+    .action(() => print(contractCommand(env)));
+
+  root
+    .command('health')
+    .description('check the broker named by SVC_AUTH_BROKER_URL / AUTH_BROKER_URL')
+    .option('--dry-run', 'print the planned request without sending it', false)
+    .action((options: { dryRun: boolean }) => print(healthCommand(env, options.dryRun)));
+
+  root
+    .command('credential-request')
+    .description('ask the broker to perform one allowlisted operation with its credential')
+    .requiredOption('--operation <operation>', 'allowlisted operation, e.g. codehost.issue.list')
+    .requiredOption('--repo <owner/repo>', 'repository in the broker allowlist')
+    .option('--number <n>', 'issue or pull request number for read operations')
+    .option('--dry-run', 'print the planned request without sending it', false)
+    .action((options: { operation: string; repo: string; number?: string; dryRun: boolean }) =>
+      print(credentialRequestCommand(env, options)),
+    );
+
+  root
+    .command('pr-preflight')
+    .description('prove PR readiness through the broker (no PR is created)')
+    .requiredOption('--repo <owner/repo>', 'repository in the broker allowlist')
+    .requiredOption('--base <branch>', 'target branch')
+    .requiredOption('--head <branch>', 'branch with the change')
+    .requiredOption('--issue <number>', 'issue the PR closes')
+    .option('--dry-run', 'print the planned request without sending it', false)
+    .action(
+      (options: { repo: string; base: string; head: string; issue: string; dryRun: boolean }) =>
+        print(prPreflightCommand(env, options)),
+    );
+  return root;
+}
+
+async function print(pending: Promise<CommandOutput>): Promise<void> {
+  const { exitCode, output } = await pending;
+  process.stdout.write(`${JSON.stringify(output, null, 2)}\n`);
+  process.exitCode = exitCode;
+}
+
+async function serve(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`auth-broker: ${error.message}`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const broker = await startBroker(config);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    broker.logger.info({ signal }, 'shutting down');
+    broker.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGINT', () => stop('SIGINT'));
+  process.once('SIGTERM', () => stop('SIGTERM'));
+}
+
+async function main(argv: string[]): Promise<void> {
+  const root = program(process.env);
+  try {
+    await root.parseAsync(argv);
+  } catch (error) {
+    if (!(error instanceof CommanderError)) throw error;
+    if (error.exitCode === 0) return; // --help, --version
+    const command = (argv[2] ?? 'contract') as Subcommand;
+    const failure = new BrokerError('validation-failed', error.message.replace(/^error: /, ''), {
+      degradedReason: 'usage',
+      next: ['auth-broker --help'],
+    });
+    const { output } = adapterFailure(command, failure);
+    process.stdout.write(`${JSON.stringify(output, null, 2)}\n`);
+    process.exitCode = EXIT_USAGE;
+  }
+}
+
+main(process.argv).catch((error: unknown) => {
+  console.error('auth-broker:', error instanceof Error ? error.message : error);
+  process.exit(1);
+});
