@@ -281,7 +281,8 @@ describe('result envelope', () => {
     await runner.finish(commandId, 'completed');
     const first = await result(runId, commandId);
     assert.equal(first.eventsCapped, true);
-    assert.equal(first.toolCallSummary.count, 50, 'the first window holds the cap');
+    assert.equal(first.aggregationWindow.throughSeq - first.aggregationWindow.afterSeq, 50, 'a window spans the cap');
+    assert.ok(first.toolCallSummary.count <= 50);
     assert.equal(first.completed, true, 'terminal and reply are found beyond the window');
     assert.equal(first.reply, 'done');
     const next = (
@@ -292,7 +293,7 @@ describe('result envelope', () => {
     ).body;
     assert.equal(next.eventsCapped, false);
     assert.equal(next.nextAfterSeq, null);
-    assert.equal(next.toolCallSummary.count, 30);
+    assert.equal(first.toolCallSummary.count + next.toolCallSummary.count, 80, 'the windows together cover every tool call once');
   });
 
   it('reports steer delivery from the runner and whether the target produced later events', async () => {

@@ -41,8 +41,28 @@ export async function writeEvents(
     .set({ last_seq: lastSeq, updated_at: sql`now()` } as never)
     .where('run_id', '=', run.run_id)
     .execute();
+  await countPerCommand(trx, fresh, run.last_seq + 1);
   run.last_seq = lastSeq; // the caller's row stays current for further writes in this transaction
   return { written, lastSeq };
+}
+
+/** Per-command counters, so a result never counts a turn's events row by row. */
+async function countPerCommand(trx: Tx, fresh: NewEvent[], firstSeq: number): Promise<void> {
+  const perCommand = new Map<string, { count: number; last: number }>();
+  fresh.forEach((event, i) => {
+    if (event.commandId === null) return;
+    const entry = perCommand.get(event.commandId) ?? { count: 0, last: 0 };
+    entry.count += 1;
+    entry.last = firstSeq + i;
+    perCommand.set(event.commandId, entry);
+  });
+  for (const [commandId, { count, last }] of perCommand) {
+    await trx
+      .updateTable('commands')
+      .set({ event_count: sql`event_count + ${count}`, last_event_seq: last } as never)
+      .where('command_id', '=', commandId)
+      .execute();
+  }
 }
 
 /** A manager-written system or terminal event (key makes it idempotent). */

@@ -15,7 +15,6 @@ import {
   scopeCounts,
   targetEventsAfter,
   toolCalls,
-  windowEnd,
   type Scope,
 } from '../store/result-queries.js';
 import { dbNow, type RunRow } from '../store/runs.js';
@@ -54,16 +53,17 @@ export async function buildResult(
   const cap = ctx.config.resultEventCap;
   const afterSeq = options.afterSeq ?? 0;
 
-  const [now, terminalEvent, counts, windowClose, attemptId] = await Promise.all([
+  const [now, terminalEvent, counts, attemptId] = await Promise.all([
     dbNow(ctx.db),
     latestTerminal(ctx.db, scope),
-    scopeCounts(ctx.db, scope),
-    windowEnd(ctx.db, scope, afterSeq, cap),
+    // A command keeps its own counters (event log); only a run without commands is counted.
+    command ? Promise.resolve({ count: command.event_count, lastSeq: command.last_event_seq }) : scopeCounts(ctx.db, scope),
     attemptOf(ctx, command),
   ]);
-  const throughSeq = windowClose ?? counts.lastSeq ?? afterSeq;
-  const eventsCapped =
-    windowClose !== null && counts.lastSeq !== null && windowClose < counts.lastSeq;
+  // The window spans at most `cap` seqs of the run, so it never holds more than `cap` events.
+  const scopeEnd = counts.lastSeq ?? afterSeq;
+  const eventsCapped = scopeEnd > afterSeq + cap;
+  const throughSeq = eventsCapped ? afterSeq + cap : Math.max(afterSeq, scopeEnd);
   const beforeSeq = terminalEvent ? terminalEvent.seq : MAX_SEQ;
 
   const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent, openTools] =

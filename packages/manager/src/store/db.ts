@@ -1,5 +1,4 @@
 import { mkdir } from 'node:fs/promises';
-import { PGlite } from '@electric-sql/pglite';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../logging.js';
@@ -57,6 +56,8 @@ async function openPostgres(
 
 async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Promise<Store> {
   await mkdir(config.dataDir, { recursive: true });
+  // Loaded only when used: a PostgreSQL deployment never pays for the embedded engine.
+  const { PGlite } = await import('@electric-sql/pglite');
   const pglite = new PGlite(config.dataDir, { parsers: { 20: (value: string) => Number(value) } });
   await pglite.waitReady;
   const db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }) });

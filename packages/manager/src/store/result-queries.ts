@@ -70,19 +70,6 @@ export async function scopeCounts(
   return { count: row?.count ?? 0, lastSeq: row?.last_seq ?? null };
 }
 
-/** The seq that closes a window of `cap` scope events after `afterSeq` (null: fewer remain). */
-export async function windowEnd(
-  db: Executor,
-  scope: Scope,
-  afterSeq: number,
-  cap: number,
-): Promise<number | null> {
-  const result = await sql<{ seq: number }>`
-    SELECT seq FROM events WHERE ${inScope(scope)} AND seq > ${afterSeq}
-    ORDER BY seq OFFSET ${cap - 1} LIMIT 1`.execute(db);
-  return result.rows[0]?.seq ?? null;
-}
-
 export interface ToolRow {
   seq: number;
   item_id: string | null;

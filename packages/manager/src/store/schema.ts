@@ -66,6 +66,9 @@ export interface CommandsTable {
   confirmed_at: Timestamp | null;
   terminal_at: Timestamp | null;
   expires_at: Timestamp;
+  /** Maintained by the event log in the append transaction. */
+  event_count: Generated<number>;
+  last_event_seq: number | null;
 }
 
 export interface EventsTable {

@@ -69,6 +69,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       confirmed_at timestamptz,
       terminal_at timestamptz,
       expires_at timestamptz NOT NULL,
+      event_count integer NOT NULL DEFAULT 0,
+      last_event_seq integer,
       UNIQUE (run_id, seq),
       UNIQUE (run_id, idempotency_key)
     )`.execute(db);
@@ -90,8 +92,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       PRIMARY KEY (run_id, seq),
       UNIQUE (run_id, event_key)
     )`.execute(db);
-  // Result aggregation reads one command's events, newest first.
-  await sql`CREATE INDEX events_scope_idx ON events (run_id, command_id, seq)`.execute(db);
+  // Result aggregation reads one command's events of one category (terminal, assistant, tool,
+  // output), newest first or within a seq window.
+  await sql`CREATE INDEX events_scope_idx ON events (run_id, command_id, category, seq)`.execute(db);
 
   await sql`
     CREATE TABLE runners (

@@ -1,0 +1,200 @@
+/**
+ * Run manager benchmarks on one PostgreSQL (TEST_DATABASE_URL or 127.0.0.1:5432), the manager
+ * running as its own process (dist/server.js) and driven over real HTTP on loopback.
+ * Prints: append throughput through the API vs raw batched INSERT of the same rows (and their
+ * ratio), single append p50/p99, result envelope time on a 100,000-event run, an events page at
+ * seq 900,000 of 1,000,000, runs created per second, and the manager's RSS.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { createTestStore, freePort, testServerUrl, waitForHttp } from '@svc/testkit';
+import { LocalSecretStore } from '../src/index.js';
+import { managerTemplate, runBody } from '../test/helpers.js';
+
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const out = (label: string, value: string, target = '') => console.log(`${label.padEnd(58)} ${value.padStart(14)}  ${target}`);
+const pct = (values: number[], p: number) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+};
+
+if (!(await testServerUrl())) {
+  console.log('no PostgreSQL server reachable: set TEST_DATABASE_URL; benchmarks skipped');
+  process.exit(0);
+}
+const store = await createTestStore(managerTemplate);
+if (store.kind !== 'postgres') throw new Error('unreachable');
+const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
+await new LocalSecretStore(join(dataDir, 'secrets')).put('svc-v01-provider-builtin-a', { 'auth.json': Buffer.from('{}'), 'config.toml': Buffer.from('') });
+const port = await freePort();
+const base = `http://127.0.0.1:${port}`;
+const manager = spawn(process.execPath, [join(import.meta.dirname, '../dist/server.js')], {
+  env: { ...process.env, DATABASE_URL: store.url, PORT: String(port), SVC_DATA_DIR: dataDir, LOG_LEVEL: 'warn', SVC_DB_POOL_SIZE: '16' },
+  stdio: ['ignore', 'ignore', 'inherit'],
+});
+const pool = new pg.Pool({ connectionString: store.url, max: 10 });
+
+async function call(method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(`${base}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const json = await response.json();
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
+const rss = () => {
+  const status = readFileSync(`/proc/${manager.pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+};
+let peakRss = 0;
+const rssTimer = setInterval(() => (peakRss = Math.max(peakRss, rss())), 100);
+
+async function claimedRun(runnerId: string): Promise<string> {
+  const run = await call('POST', '/api/v1/runs', runBody());
+  await call('POST', `/api/v1/runs/${run.runId}/claim`, { runnerId });
+  return run.runId as string;
+}
+const eventRow = (i: number) => ({ category: 'command_output', name: 'exec', data: { itemId: `item-${i % 50}`, stream: 'stdout', text: `line ${i}: ${'output '.repeat(12)}`, originalBytes: 96, keptBytes: 96 } });
+
+try {
+  await waitForHttp(`${base}/health/readiness`, 60_000);
+  console.log(`PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}, ${SECONDS}s per throughput phase, node ${process.version}`);
+
+  // 1. Append throughput through the API: 8 runners, batches of 100.
+  const runners = await Promise.all(Array.from({ length: 8 }, async (_, i) => ({ runnerId: `rnr-bench${i}xx`, runId: await claimedRun(`rnr-bench${i}xx`) })));
+  let apiEvents = 0;
+  let deadline = Date.now() + SECONDS * 1000;
+  await Promise.all(
+    runners.map(async (r) => {
+      for (let b = 0; Date.now() < deadline; b++) {
+        const events = Array.from({ length: 100 }, (_, k) => ({ key: `b${b}-${k}`, ...eventRow(k) }));
+        await call('POST', `/api/v1/runs/${r.runId}/events`, { runnerId: r.runnerId, events });
+        apiEvents += 100;
+      }
+    }),
+  );
+  const apiRate = apiEvents / SECONDS;
+
+  // 2. The same rows by raw batched INSERT, 8 connections, straight into the same table.
+  const rawRuns = await Promise.all(Array.from({ length: 8 }, (_, i) => claimedRun(`rnr-raw${i}xxxx`)));
+  let rawEvents = 0;
+  deadline = Date.now() + SECONDS * 1000;
+  await Promise.all(
+    rawRuns.map(async (runId) => {
+      const client = await pool.connect();
+      try {
+        for (let seq = 1_000_000; Date.now() < deadline; seq += 100) {
+          const values: unknown[] = [];
+          const rows = Array.from({ length: 100 }, (_, k) => {
+            const e = eventRow(k);
+            values.push(runId, seq + k, e.category, e.name, `raw-${seq + k}`, JSON.stringify(e.data));
+            const o = k * 6;
+            return `($${o + 1}, $${o + 2}, $${o + 3}, $${o + 4}, $${o + 5}, now(), $${o + 6})`;
+          });
+          await client.query(`INSERT INTO events (run_id, seq, category, name, event_key, observed_at, data) VALUES ${rows.join(',')}`, values);
+          rawEvents += 100;
+        }
+      } finally {
+        client.release();
+      }
+    }),
+  );
+  const rawRate = rawEvents / SECONDS;
+  out('append through the API (8 runners x batches of 100)', `${apiRate.toFixed(0)} ev/s`);
+  out('raw batched INSERT of the same rows (8 connections)', `${rawRate.toFixed(0)} ev/s`);
+  out('ratio API / raw', (apiRate / rawRate).toFixed(3), 'target >= 0.25');
+
+  // 3. Single-event append latency.
+  const single = runners[0]!;
+  const latencies: number[] = [];
+  for (let i = 0; i < 1000; i++) {
+    const started = performance.now();
+    await call('POST', `/api/v1/runs/${single.runId}/events`, { runnerId: single.runnerId, events: [{ key: `single-${i}`, ...eventRow(i) }] });
+    latencies.push(performance.now() - started);
+  }
+  out('single append p50', `${pct(latencies, 50).toFixed(2)} ms`);
+  out('single append p99', `${pct(latencies, 99).toFixed(2)} ms`);
+
+  // 4. Result envelope of a 100,000-event turn (seeded in SQL: a realistic mix, terminal last).
+  const big = await claimedRun('rnr-bigresult');
+  const turn = await call('POST', `/api/v1/runs/${big}/commands`, { type: 'turn', payload: { prompt: 'long task' } });
+  await call('GET', `/api/v1/runs/${big}/commands?runnerId=rnr-bigresult`);
+  await call('POST', `/api/v1/commands/${turn.commandId}/ack`, { runnerId: 'rnr-bigresult' });
+  const { rows: lastRows } = await pool.query('SELECT last_seq FROM runs WHERE run_id = $1', [big]);
+  const start = Number(lastRows[0].last_seq);
+  await pool.query(
+    `INSERT INTO events (run_id, seq, command_id, category, name, event_key, observed_at, data)
+     SELECT $1, $2 + g, $3,
+       (ARRAY['assistant_message','tool_call','tool_call','command_output','backend_status'])[1 + g % 5],
+       'seeded', 'seed-' || g, now(),
+       CASE g % 5
+         WHEN 0 THEN jsonb_build_object('itemId', 'msg-' || g, 'text', 'progress note ' || g, 'final', false)
+         WHEN 1 THEN jsonb_build_object('itemId', 'tool-' || (g / 5), 'status', 'started', 'toolName', 'shell', 'type', 'commandExecution', 'command', 'make test')
+         WHEN 2 THEN jsonb_build_object('itemId', 'tool-' || (g / 5), 'status', 'completed', 'exitCode', g % 3, 'toolName', 'shell', 'type', 'commandExecution', 'command', 'make test')
+         WHEN 3 THEN jsonb_build_object('itemId', 'tool-' || (g / 5), 'text', repeat('x', 200), 'originalBytes', 4096, 'keptBytes', 200, 'outputTruncated', true)
+         ELSE jsonb_build_object('tokens', g)
+       END
+     FROM generate_series(1, 99998) g`,
+    [big, start, turn.commandId],
+  );
+  await pool.query('UPDATE runs SET last_seq = $2 WHERE run_id = $1', [big, start + 99_998]);
+  // The event log keeps per-command counters in the append transaction; seeding by SQL does too.
+  await pool.query('UPDATE commands SET event_count = event_count + 99998, last_event_seq = $2 WHERE command_id = $1', [turn.commandId, start + 99_998]);
+  await call('POST', `/api/v1/runs/${big}/events`, { runnerId: 'rnr-bigresult', events: [{ key: 'final', commandId: turn.commandId, category: 'assistant_message', data: { itemId: 'final', text: 'all done', final: true, replyAuthority: true } }] });
+  await call('PATCH', `/api/v1/commands/${turn.commandId}/status`, { runnerId: 'rnr-bigresult', state: 'completed' });
+  await pool.query('ANALYZE events');
+  const resultTimes: number[] = [];
+  let envelope: any;
+  for (let i = 0; i < 30; i++) {
+    const started = performance.now();
+    envelope = await call('GET', `/api/v1/runs/${big}/result`);
+    resultTimes.push(performance.now() - started);
+  }
+  if (!envelope.completed || envelope.reply !== 'all done') throw new Error('result envelope is wrong');
+  out(`result envelope, ${envelope.scopedEventCount} events in the turn, p50`, `${pct(resultTimes, 50).toFixed(1)} ms`, 'target <= 100 ms');
+  out('result envelope p99', `${pct(resultTimes, 99).toFixed(1)} ms`);
+
+  // 5. Events page at seq 900,000 of 1,000,000.
+  const huge = await claimedRun('rnr-hugepage1');
+  await pool.query(
+    `INSERT INTO events (run_id, seq, category, name, event_key, observed_at, data)
+     SELECT $1, g, 'command_output', 'seeded', 'h-' || g, now(), jsonb_build_object('text', 'line ' || g, 'originalBytes', 10)
+     FROM generate_series(1000, 1000999) g`,
+    [huge],
+  );
+  await pool.query('UPDATE runs SET last_seq = 1000999 WHERE run_id = $1', [huge]);
+  await pool.query('ANALYZE events');
+  const pageTimes: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const started = performance.now();
+    const page = await call('GET', `/api/v1/runs/${huge}/events?afterSeq=${900_000 + i}&limit=100`);
+    pageTimes.push(performance.now() - started);
+    if (page.events.length !== 100) throw new Error('short page');
+  }
+  out('events page (100) at seq 900,000 of 1,000,000 p50', `${pct(pageTimes, 50).toFixed(2)} ms`, 'target <= 10 ms');
+  out('events page p99', `${pct(pageTimes, 99).toFixed(2)} ms`);
+
+  // 6. Runs created per second (8 concurrent clients).
+  let created = 0;
+  deadline = Date.now() + Math.min(SECONDS, 5) * 1000;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (Date.now() < deadline) {
+        await call('POST', '/api/v1/runs', runBody());
+        created++;
+      }
+    }),
+  );
+  out('runs created per second (8 clients)', `${(created / Math.min(SECONDS, 5)).toFixed(0)} runs/s`);
+  out('manager RSS now / peak', `${rss().toFixed(0)} / ${peakRss.toFixed(0)} MB`, 'target <= 200 MB');
+} finally {
+  clearInterval(rssTimer);
+  manager.kill('SIGTERM');
+  await new Promise((r) => manager.once('exit', r));
+  await pool.end();
+  await store.drop();
+  await rm(dataDir, { recursive: true, force: true });
+}
