@@ -9,6 +9,7 @@ import {
   infra,
   isInside,
   isMissing,
+  normalizeRelative,
   realpathOfExisting,
   resolveInside,
 } from './paths.js';
@@ -74,10 +75,20 @@ export async function copyBundleItem(request: CopyRequest): Promise<CopyResult> 
   });
   const targetReal = await checkTarget(request, target);
 
+  if (
+    sourceReal !== targetReal &&
+    (isInside(sourceReal, targetReal) || isInside(targetReal, sourceReal))
+  ) {
+    throw new ServiceError(
+      'schema-invalid',
+      `${field}: subpath ${request.subpath} and target_path ${request.targetPath} overlap`,
+      { field, subpath: request.subpath, target_path: request.targetPath },
+    );
+  }
   const tree = await walkTree(source, {
     realRoot: request.sourceRoot,
     field: `${field}.subpath`,
-    shown: request.subpath,
+    shown: normalizeRelative(request.subpath),
     ...request.limits,
   });
   const isFile = tree.entries.length === 1 && tree.entries[0]?.rel === '';
@@ -87,13 +98,6 @@ export async function copyBundleItem(request: CopyRequest): Promise<CopyResult> 
     bytes: tree.bytes,
   };
   if (sourceReal === targetReal) return { ...result, inPlace: true };
-  if (isInside(sourceReal, targetReal) || isInside(targetReal, sourceReal)) {
-    throw new ServiceError(
-      'schema-invalid',
-      `${field}: subpath ${request.subpath} and target_path ${request.targetPath} overlap`,
-      { field, subpath: request.subpath, target_path: request.targetPath },
-    );
-  }
 
   const dirs = new Map<string, Promise<void>>();
   const ensureDir = (dir: string) => {

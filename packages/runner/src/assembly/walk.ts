@@ -56,7 +56,7 @@ async function walkDir(
   try {
     names = (await readdir(dir)).sort();
   } catch (error) {
-    throw infra(`cannot read ${options.shown}/${rel}`, error);
+    throw infra(`cannot read ${joinShown(options.shown, rel)}`, error);
   }
   for (const name of names) {
     if (name === '.git') continue;
@@ -69,8 +69,8 @@ async function walkDir(
     if (ancestors.has(entry.real)) {
       throw new ServiceError(
         'schema-invalid',
-        `${options.field} ${options.shown}/${childRel} is a symlink loop`,
-        { field: options.field, path: `${options.shown}/${childRel}` },
+        `${options.field} ${joinShown(options.shown, childRel)} is a symlink loop`,
+        { field: options.field, path: joinShown(options.shown, childRel) },
       );
     }
     result.entries.push(entry);
@@ -79,7 +79,7 @@ async function walkDir(
 }
 
 async function resolveEntry(abs: string, rel: string, options: WalkOptions): Promise<WalkEntry> {
-  const shown = rel === '' ? options.shown : `${options.shown}/${rel}`;
+  const shown = rel === '' ? options.shown : joinShown(options.shown, rel);
   let info = await lstat(abs).catch((error: unknown) => {
     throw infra(`cannot stat ${shown}`, error);
   });
@@ -120,6 +120,10 @@ async function resolveEntry(abs: string, rel: string, options: WalkOptions): Pro
     field: options.field,
     path: shown,
   });
+}
+
+function joinShown(base: string, rel: string): string {
+  return base === '.' || base === '' ? rel : `${base}/${rel}`;
 }
 
 function add(result: WalkResult, entry: WalkEntry, options: WalkOptions): void {
