@@ -14,6 +14,8 @@ export interface UpstreamCall {
   path: string;
   /** Upstream HTTP status; null when no response arrived. */
   status: number | null;
+  /** Requests actually sent for this call (retries included); 0 for a planned request. */
+  attempts: number;
 }
 
 export interface AuditRecord {

@@ -239,7 +239,7 @@ describe('every failure kind of the error table, through the real broker', () =>
       assertFailure(await read(), 'codehost-egress-failed', 'codehost-timeout');
       const audit = await lastAudit();
       assert.deepEqual(audit.upstream.calls, [
-        { method: 'GET', path: `/repos/${REPO}/issues/1`, status: null },
+        { method: 'GET', path: `/repos/${REPO}/issues/1`, status: null, attempts: 1 },
       ]);
     },
 

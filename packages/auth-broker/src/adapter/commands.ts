@@ -5,7 +5,7 @@ import { parseRepo } from '../domain/repos.js';
 import { BrokerError, isBrokerError } from '../errors.js';
 import { brokerFailure, callBroker, type BrokerReply } from './broker-client.js';
 import { contractDocument } from './contract.js';
-import { brokerAddress, endpoint, type BrokerAddress } from './environment.js';
+import { brokerAddress, endpoint, tokenPresence, type BrokerAddress } from './environment.js';
 import {
   adapterFailure,
   EXIT_FAILED,
@@ -118,13 +118,23 @@ async function withAddress(
   env: Env,
   run: (address: BrokerAddress) => Promise<CommandOutput>,
 ): Promise<CommandOutput> {
+  let address: BrokerAddress | null;
   try {
-    const address = brokerAddress(env);
-    if (!address) return missingBrokerShape(command, env);
+    address = brokerAddress(env);
+  } catch (error) {
+    if (isBrokerError(error))
+      return adapterFailure(command, error, { migration: tokenPresence(env) });
+    throw error;
+  }
+  if (!address) return missingBrokerShape(command, env);
+  try {
     return await run(address);
   } catch (error) {
-    if (isBrokerError(error)) return adapterFailure(command, error);
-    throw error;
+    if (!isBrokerError(error)) throw error;
+    return adapterFailure(command, error, {
+      broker: { url: address.display, source: address.source },
+      migration: tokenPresence(env),
+    });
   }
 }
 

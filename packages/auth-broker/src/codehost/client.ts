@@ -48,12 +48,13 @@ export class CodehostClient {
     const octokit = new RetryingOctokit({
       baseUrl: options.apiUrl,
       userAgent: options.userAgent ?? 'svc-auth-broker/0.1.0',
-      // Octokit would log to the console; route it through the redacting logger instead.
+      // Octokit would log to the console; route it through the redacting logger instead. Its
+      // per-attempt lines are debug: the broker writes its own line per request.
       log: {
         debug: (message: string) => log.debug(message),
         info: (message: string) => log.debug(message),
         warn: (message: string) => log.warn(message),
-        error: (message: string) => log.error(message),
+        error: (message: string) => log.debug(message),
       },
       retry: {
         retries: options.retries,
@@ -66,6 +67,10 @@ export class CodehostClient {
       request: { redirect: 'manual' },
     });
     octokit.hook.before('request', async (requestOptions) => {
+      // Runs once per attempt, retries included; the call record rides along in `request`.
+      const call = (requestOptions.request as { brokerCall?: UpstreamCall } | undefined)
+        ?.brokerCall;
+      if (call) call.attempts++;
       requestOptions.headers.authorization = `token ${await options.credential.resolve()}`;
     });
     this.#request = octokit.request;
@@ -78,13 +83,18 @@ export class CodehostClient {
     params: RouteParams,
     calls: UpstreamCall[],
   ): Promise<UpstreamResponse> {
-    const call: UpstreamCall = { method: 'GET', path: fillPath(route, params), status: null };
+    const call: UpstreamCall = {
+      method: 'GET',
+      path: fillPath(route, params),
+      status: null,
+      attempts: 0,
+    };
     calls.push(call);
     try {
       const response = await this.#request(route, {
         ...params,
         headers: { 'x-github-api-version': API_VERSION },
-        request: { signal: AbortSignal.timeout(this.#timeoutMs) },
+        request: { signal: AbortSignal.timeout(this.#timeoutMs), brokerCall: call },
       });
       call.status = response.status;
       // With manual redirects a 3xx arrives as a "success"; it is not one.

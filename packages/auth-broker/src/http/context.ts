@@ -79,7 +79,10 @@ export function auditRecordFor(
     upstream: {
       method: last?.method ?? null,
       path: last?.path ?? null,
-      calls: [...ctx.upstreamCalls, ...(ctx.planned ? [{ ...ctx.planned, status: null }] : [])],
+      calls: [
+        ...ctx.upstreamCalls,
+        ...(ctx.planned ? [{ ...ctx.planned, status: null, attempts: 0 }] : []),
+      ],
       sent: ctx.upstreamCalls.length > 0,
     },
     status,
