@@ -152,16 +152,19 @@ export class CodexProcess {
    */
   async shutdown(options: ShutdownOptions = {}): Promise<ExitInfo> {
     if (this.#exit) return this.#exit;
-    this.#child.stdin.end();
-    if (await this.#exitsWithin(options.graceMs ?? 3000)) return this.#exit!;
-    // Commands the agent started live in their own sessions: note them while they are still
-    // its descendants, so they can be reached after the agent is gone.
+    // The agent ends the commands it tracks, but not every helper it started (the login
+    // shell that snapshots the environment, and what that shell runs). They are in their own
+    // sessions and would be re-parented to init once the agent is gone: note them now, while
+    // they are still its descendants, and end the survivors afterwards.
     const tree = descendantsOf(this.pid);
-    signalGroup(this.pid, 'SIGTERM');
-    for (const pid of tree) signalPid(pid, 'SIGTERM');
-    if (!(await this.#exitsWithin(options.termMs ?? 2000))) this.killTree();
-    for (const pid of tree) signalPid(pid, 'SIGKILL');
-    return this.exited;
+    this.#child.stdin.end();
+    if (!(await this.#exitsWithin(options.graceMs ?? 3000))) {
+      signalGroup(this.pid, 'SIGTERM');
+      if (!(await this.#exitsWithin(options.termMs ?? 2000))) this.killTree();
+    }
+    const exit = await this.exited;
+    for (const pid of tree) if (isAlive(pid)) killProcessTree(pid, { group: false });
+    return exit;
   }
 
   /** SIGKILL the agent, its group and every descendant (cancel, wedged agent). */
@@ -188,6 +191,15 @@ export class CodexProcess {
 
 function signalGroup(pid: number, sig: NodeJS.Signals): void {
   signalPid(-pid, sig);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function signalPid(pid: number, sig: NodeJS.Signals): void {

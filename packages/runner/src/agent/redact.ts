@@ -1,4 +1,4 @@
-import type { Redactor} from '@svc/contracts';
+import type { Redactor } from '@svc/contracts';
 import { sanitizeUrl } from '@svc/contracts';
 
 /**
