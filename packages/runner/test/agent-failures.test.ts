@@ -108,6 +108,29 @@ describe('agent failures are classified, never completed', () => {
     });
   }
 
+  it('scrubs the provider key from error messages, replies and outcomes', async (t) => {
+    const fx = await agentFixture();
+    t.after(() => fx.cleanup());
+    fx.provider.enqueue(
+      { kind: 'text', text: `your key is ${fx.apiKey}` },
+      { kind: 'http-error', status: 401, message: `Incorrect API key provided: ${fx.apiKey}` },
+    );
+    const agent = await fx.start();
+    const { thread } = await agent.startThread({ cwd: fx.workspace });
+    const rec = recorder();
+    const first = await (
+      await agent.runTurn(thread.id, 'leak it', { onEvent: rec.onEvent })
+    ).outcome;
+    const second = await (
+      await agent.runTurn(thread.id, 'again', { onEvent: rec.onEvent })
+    ).outcome;
+    assert.equal(first.finalMessage?.text, 'your key is [redacted]');
+    assert.equal(second.failure?.failureKind, 'provider-auth-failed');
+    assert.match(second.failure?.message ?? '', /\[redacted\]/);
+    const leaks = findCanaries(JSON.stringify([rec.events, first, second]), [fx.apiKey]);
+    assert.deepEqual(leaks, []);
+  });
+
   it('trips the idle watchdog on a stalled provider: interrupted, idle-timeout', async (t) => {
     const fx = await agentFixture();
     t.after(() => fx.cleanup());

@@ -115,6 +115,21 @@ describe('agent tools, steer and interrupt', () => {
     assert.equal(late.accepted, false);
   });
 
+  it('a stall released early answers with the default reply', async (t) => {
+    const fx = await agentFixture();
+    t.after(() => fx.cleanup());
+    fx.provider.enqueue({ kind: 'stall' });
+    const agent = await fx.start();
+    const { thread } = await agent.startThread({ cwd: fx.workspace });
+    const turn = await agent.runTurn(thread.id, 'wait for it');
+    await fx.provider.waitForRequest(1);
+    await sleep(300);
+    fx.provider.release();
+    const outcome = await turn.outcome;
+    assert.equal(outcome.status, 'completed');
+    assert.equal(outcome.finalMessage?.text, 'ok');
+  });
+
   it('interrupts a turn mid-command (cancelled), and killTree leaves no agent or shell process', async (t) => {
     const fx = await agentFixture();
     t.after(() => fx.cleanup());

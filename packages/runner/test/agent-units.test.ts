@@ -339,6 +339,36 @@ describe('event mapping (pure)', () => {
   });
 });
 
+describe('diff and usage events', () => {
+  it('emits the last diff once, bounded, and a token usage summary at the end of the turn', () => {
+    const mapper = new TurnEventMapper('th');
+    mapper.turnId = 'tu';
+    assert.deepEqual(mapper.onNotification('turn/diff/updated', { diff: 'small' }), []);
+    const big = `diff --git a/x b/x\n${'+line\n'.repeat(20_000)}`;
+    mapper.onNotification('turn/diff/updated', { diff: big });
+    mapper.onNotification('thread/tokenUsage/updated', {
+      tokenUsage: {
+        total: { totalTokens: 7, inputTokens: 5, outputTokens: 2 },
+        last: {},
+        modelContextWindow: 100,
+      },
+    });
+    const events = mapper.finish({
+      completed: true,
+      agentStatus: 'completed',
+      failure: null,
+      durationMs: 1,
+    });
+    const diffs = events.filter((e) => e.category === 'diff');
+    assert.equal(diffs.length, 1);
+    assert.equal(diffs[0]!.data['originalBytes'], Buffer.byteLength(big));
+    assert.equal(diffs[0]!.data['outputTruncated'], true);
+    assert.ok(Buffer.byteLength(String(diffs[0]!.data['diff'])) <= 60 * 1024);
+    const usage = events.find((e) => e.name === 'token.usage')!;
+    assert.equal((usage.data['total'] as Record<string, unknown>)['totalTokens'], 7);
+  });
+});
+
 describe('JSON-RPC client over a real child', () => {
   const child = (script: string) =>
     spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'pipe'] });

@@ -75,14 +75,20 @@ export class JsonRpcClient {
     child.stderr.on('data', (chunk: Buffer) => this.stderr.push(chunk));
     // A write after the child died raises EPIPE here; the exit handler reports it.
     child.stdin.on('error', () => undefined);
-    child.on('exit', (code, signal) =>
-      this.close(
-        new AgentError(
-          'agent-exited',
-          `agent exited (code ${code ?? 'none'}, signal ${signal ?? 'none'})`,
-        ),
-      ),
-    );
+    child.on('exit', (code, signal) => {
+      const reason = new AgentError(
+        'agent-exited',
+        `agent exited (code ${code ?? 'none'}, signal ${signal ?? 'none'})`,
+      );
+      // Lines the agent wrote just before exiting may still be in the pipe: read them first
+      // (bounded wait: a grandchild holding the pipe open must not delay the close).
+      if (child.stdout.readableEnded) return this.close(reason);
+      const timer = setTimeout(() => this.close(reason), 200);
+      child.stdout.once('end', () => {
+        clearTimeout(timer);
+        this.close(reason);
+      });
+    });
     child.on('error', (error) =>
       this.close(
         new AgentError('spawn-failed', `agent process error: ${error.message}`, { cause: error }),

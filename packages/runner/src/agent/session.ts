@@ -90,7 +90,15 @@ export class CodexAgent {
 
   /** Spawn the agent in the run's agent home and initialize it. */
   static async start(options: CodexAgentOptions): Promise<CodexAgent> {
-    return new CodexAgent(await CodexProcess.start(options), options);
+    try {
+      return new CodexAgent(await CodexProcess.start(options), options);
+    } catch (error) {
+      // Start-up failures quote the agent's stderr, which may echo configuration.
+      if (!isAgentError(error) || !options.redactor) throw error;
+      throw new AgentError(error.kind, scrubText(error.message, options.redactor), {
+        cause: error,
+      });
+    }
   }
 
   /** When the agent last showed activity (any notification or request), epoch ms. */

@@ -324,7 +324,8 @@ export class TurnRun {
       message: summarize(scrubText(failure.message, this.#ctx.redactor), MESSAGE_CHARS),
     };
     this.#emit(this.#mapper.finish({ completed, agentStatus, failure: scrubbed, durationMs }));
-    const last = this.#mapper.lastMessage;
+    const message = this.#mapper.lastMessage;
+    const last = message && { ...message, text: scrubText(message.text, this.#ctx.redactor) };
     this.#resolve({
       status: completed
         ? 'completed'
