@@ -244,6 +244,7 @@ export class TurnRun {
     } catch {
       // "no active turn to interrupt": it ended meanwhile and its turn/completed decides.
     }
+    if (this.#settled) return;
     this.#graceTimer ??= setTimeout(
       () => this.#settleLocal(null),
       this.#options.interruptGraceMs ?? 5000,
