@@ -14,6 +14,11 @@ import {
   type Usage,
 } from './fake-provider-wire.js';
 
+import type { RecordedRequest } from './fake-provider-requests.js';
+
+export { functionCallOutput, inputTexts, userTexts } from './fake-provider-requests.js';
+export type { RecordedRequest } from './fake-provider-requests.js';
+
 /**
  * A scripted fake of the model provider (OpenAI Responses API) on loopback, for driving the
  * real coding agent in tests. Each model request (`POST /v1/responses`) consumes the next
@@ -65,20 +70,6 @@ export type ProviderStep =
 /** How compaction requests are answered (default: HTTP 404, as by a provider without it). */
 export type CompactBehaviour =
   { kind: 'http-error'; status: number; message?: string } | { kind: 'reply'; summary?: string };
-
-export interface RecordedRequest {
-  /** 1-based position among all requests the fake received. */
-  index: number;
-  kind: 'responses' | 'compact' | 'other';
-  method: string;
-  path: string;
-  /** Lower-cased header names. */
-  headers: Record<string, string>;
-  /** The bearer token sent, or null when no Authorization header came. */
-  bearer: string | null;
-  body: unknown;
-  receivedAt: number;
-}
 
 export interface FakeProviderOptions {
   /** Reply when the script has run out (default "ok"). */
@@ -384,50 +375,4 @@ function json(
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Every text the request's `input` carries (messages and tool outputs), in order. */
-export function inputTexts(request: RecordedRequest): string[] {
-  const body = request.body as { input?: unknown } | null;
-  const input = Array.isArray(body?.input) ? (body.input as unknown[]) : [];
-  const texts: string[] = [];
-  for (const item of input) {
-    if (!item || typeof item !== 'object') continue;
-    const record = item as Record<string, unknown>;
-    if (typeof record['output'] === 'string') texts.push(record['output']);
-    if (Array.isArray(record['content'])) {
-      for (const part of record['content'] as unknown[]) {
-        const text = (part as Record<string, unknown> | null)?.['text'];
-        if (typeof text === 'string') texts.push(text);
-      }
-    }
-  }
-  return texts;
-}
-
-/** Texts of the user messages in the request's `input`, in order. */
-export function userTexts(request: RecordedRequest): string[] {
-  const body = request.body as { input?: unknown } | null;
-  const input = Array.isArray(body?.input) ? (body.input as unknown[]) : [];
-  return input.flatMap((item) => {
-    const record = item as Record<string, unknown> | null;
-    if (record?.['role'] !== 'user' || !Array.isArray(record['content'])) return [];
-    return (record['content'] as unknown[])
-      .map((part) => (part as Record<string, unknown> | null)?.['text'])
-      .filter((text): text is string => typeof text === 'string');
-  });
-}
-
-/** The output the agent sent back for a function call, or undefined. */
-export function functionCallOutput(request: RecordedRequest, callId?: string): string | undefined {
-  const body = request.body as { input?: unknown } | null;
-  const input = Array.isArray(body?.input) ? (body.input as unknown[]) : [];
-  for (const item of input) {
-    const record = item as Record<string, unknown> | null;
-    if (record?.['type'] !== 'function_call_output') continue;
-    if (callId !== undefined && record['call_id'] !== callId) continue;
-    const output = record['output'];
-    return typeof output === 'string' ? output : JSON.stringify(output);
-  }
-  return undefined;
 }
