@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -8,19 +9,38 @@ export const BIN = join(ROOT, 'packages/auth-broker/bin/auth-broker.js');
 
 const exec = promisify(execFile);
 
-/** Build the package (and what it references); a no-op when dist is current. */
+/**
+ * Build the package (and what it references); a no-op when dist is current. Test files run in
+ * parallel, so builds are serialized through a lock directory.
+ */
 export async function buildCli(): Promise<void> {
-  await exec(
-    process.execPath,
-    [
-      join(ROOT, 'node_modules/typescript/bin/tsc'),
-      '-b',
-      'packages/auth-broker/tsconfig.build.json',
-    ],
-    {
-      cwd: ROOT,
-    },
-  );
+  const lock = join(ROOT, 'packages/auth-broker/.build-lock');
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      await mkdir(lock);
+      break;
+    } catch {
+      // A lock left by a killed run is taken over once it is clearly stale.
+      const age = Date.now() - ((await stat(lock).catch(() => null))?.mtimeMs ?? Date.now());
+      if (age > 120_000) await rm(lock, { recursive: true, force: true });
+      if (Date.now() > deadline) throw new Error(`build lock ${lock} held too long`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  try {
+    await exec(
+      process.execPath,
+      [
+        join(ROOT, 'node_modules/typescript/bin/tsc'),
+        '-b',
+        'packages/auth-broker/tsconfig.build.json',
+      ],
+      { cwd: ROOT },
+    );
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
 }
 
 export interface CliRun {

@@ -59,6 +59,12 @@ export class WebProbeSentinel {
       throw new TypeError(
         `web probe sentinel: not http(s) URLs: ${bad.map(sanitizeUrl).join(', ')}`,
       );
+    // A probe proves reachability; it has no business carrying credentials.
+    const withCredentials = options.urls.filter((u) => new URL(u).username || new URL(u).password);
+    if (withCredentials.length > 0)
+      throw new TypeError(
+        `web probe sentinel: URLs must not carry credentials: ${withCredentials.map(sanitizeUrl).join(', ')}`,
+      );
     this.#urls = options.urls.map((u) => new URL(u));
     const intervalMs = (this.intervalSeconds ?? 30) * 1000;
     this.#timeoutMs = Math.min(options.timeoutMs ?? 10_000, intervalMs);
