@@ -33,6 +33,7 @@ let lab: LabRepo;
 let bearerServer: GitHttpServer;
 let basicServer: GitHttpServer;
 let v0Server: GitHttpServer;
+let dumbServer: GitHttpServer;
 let n = 0;
 const logs: string[] = [];
 const argv: string[] = [];
@@ -95,10 +96,17 @@ before(async () => {
     basic: { username: 'svc-fetch', password: PASSWORD },
   });
   v0Server = await startGitHttpServer({ projectRoot: root, bearer: TOKEN, protocolV2: false });
+  git(lab.bare, 'update-server-info');
+  dumbServer = await startGitHttpServer({ projectRoot: root, bearer: TOKEN, dumb: true });
 });
 
 after(async () => {
-  await Promise.all([bearerServer.close(), basicServer.close(), v0Server.close()]);
+  await Promise.all([
+    bearerServer.close(),
+    basicServer.close(),
+    v0Server.close(),
+    dumbServer.close(),
+  ]);
   await removeDir(root);
 });
 
@@ -197,6 +205,17 @@ describe('private repository over HTTP', () => {
     assert.equal(result.materializedCommit, lab.c1);
     assert.equal(result.fetchMode, 'full');
     assert.equal(git(dir, 'rev-parse', 'HEAD'), lab.c1);
+  });
+
+  it('falls back to one full fetch when the transport cannot go shallow (dumb HTTP)', async () => {
+    const { summary } = await assemble(
+      `${dumbServer.url}/lab.git`,
+      { token: TOKEN, scheme: 'bearer' },
+      { ref: 'feature' },
+    );
+    assert.equal(summary.materializedCommit, lab.f1);
+    assert.equal(summary.fetchMode, 'full');
+    assert.ok(dumbServer.requests.some((r) => r.path.endsWith('/info/refs') && r.authorized));
   });
 
   it('leaves the planted credentials in no argv, log line or leftover process', async () => {

@@ -1,17 +1,20 @@
 import { execFileSync, spawn } from 'node:child_process';
 import {
+  chmodSync,
   cpSync,
+  existsSync,
   mkdirSync,
+  readFileSync,
+  realpathSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
-  chmodSync,
-  realpathSync,
 } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, normalize } from 'node:path';
 
 /**
  * Real git repositories for assembly tests: working repositories with branches, tags and a
@@ -167,18 +170,33 @@ export interface GitHttpOptions {
   bearer?: string;
   /** false: ignore the client's protocol v2 request, as older servers do. */
   protocolV2?: boolean;
+  /** Serve the repository as static files (the dumb HTTP protocol) instead of http-backend. */
+  dumb?: boolean;
 }
 
 /** `git http-backend` behind a loopback HTTP server that requires Basic or Bearer auth. */
 export async function startGitHttpServer(options: GitHttpOptions): Promise<GitHttpServer> {
   const requests: GitHttpServer['requests'] = [];
   const server: Server = createServer((req, res) => {
+    try {
+      handle(req, res);
+    } catch (error) {
+      // A fixture bug answers 500 instead of taking the test process down.
+      res.writeHead(500);
+      res.end(String(error));
+    }
+  });
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const authorized = isAuthorized(req, options);
     requests.push({ method: req.method ?? 'GET', path: url.pathname, authorized });
     if (!authorized) {
       res.writeHead(401, { 'www-authenticate': 'Basic realm="private"' });
       res.end('authentication required\n');
+      return;
+    }
+    if (options.dumb) {
+      serveStatic(options.projectRoot, url.pathname, res);
       return;
     }
     const env: Record<string, string> = {
@@ -223,7 +241,7 @@ export async function startGitHttpServer(options: GitHttpOptions): Promise<GitHt
       res.writeHead(status, headers);
       res.end(raw.subarray(headEnd + sepLen));
     });
-  });
+  };
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 0;
@@ -236,6 +254,17 @@ export async function startGitHttpServer(options: GitHttpOptions): Promise<GitHt
         server.close(() => resolve());
       }),
   };
+}
+
+function serveStatic(root: string, path: string, res: ServerResponse): void {
+  const abs = join(root, normalize(path));
+  if (!abs.startsWith(`${root}/`) || !existsSync(abs) || !statSync(abs).isFile()) {
+    res.writeHead(404);
+    res.end('not found\n');
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'application/octet-stream' });
+  res.end(readFileSync(abs));
 }
 
 function isAuthorized(req: IncomingMessage, options: GitHttpOptions): boolean {

@@ -1,6 +1,6 @@
 import { readdir } from 'node:fs/promises';
 import { ServiceError } from '@svc/contracts';
-import { GitCommandError, type GitCredential, type GitRunner } from './git-exec.js';
+import type { GitCredential, GitRunner } from './git-exec.js';
 import { resolveFetchTarget, type FetchTarget, type MirrorConfig } from './mirror.js';
 import { infra, isMissing } from './paths.js';
 import { classifyGitFailure } from './git-errors.js';
@@ -71,7 +71,7 @@ export async function materializeCheckout(
   await run(
     ctx,
     target,
-    ['init', '-q', '--template=', `--object-format=${objectFormat}`, request.dir],
+    ['init', '-q', '--template=', `--object-format=${objectFormat}`, '--', request.dir],
     {},
   );
 
@@ -266,10 +266,12 @@ async function fetchRef(
     });
     return 'shallow';
   } catch (error) {
-    // Auth and not-found failures would fail the same way again; a transport that cannot go
-    // shallow (dumb HTTP, old servers) gets one full fetch.
+    // Auth, not-found and timeout failures would fail the same way again; a transport that
+    // cannot go shallow (dumb HTTP, old servers) gets one full fetch.
     const failure = classifyGitFailure(error, 'fetch', target, credential !== undefined);
-    if (failure.failureKind !== 'infra-failed' || isTimeout(error)) throw failure;
+    if (failure.failureKind !== 'infra-failed' || failure.details?.['reason'] === 'timeout') {
+      throw failure;
+    }
   }
   await run(ctx, target, [...base, '--', target.fetchUrl, refName], {
     cwd: dir,
@@ -345,10 +347,6 @@ async function revParse(
       { repoUrl: target.fetchRepoUrl, commitId: rev },
     );
   }
-}
-
-function isTimeout(error: unknown): boolean {
-  return error instanceof GitCommandError && error.timedOut;
 }
 
 async function run(
