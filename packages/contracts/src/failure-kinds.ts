@@ -34,6 +34,11 @@ export const FAILURE_KINDS = {
     httpStatus: 409,
     meaning: 'the requested transition is not allowed from the current state',
   },
+  'build-required': {
+    httpStatus: 409,
+    meaning:
+      'no digest-pinned image exists for this environment specification yet; build it through controlled CI',
+  },
   'session-store-evicted': {
     httpStatus: 410,
     meaning: 'session volume removed, or the rollout of the thread was not found on it',

@@ -15,9 +15,9 @@ import { createTestStore, freePort, testServerUrl, waitForHttp } from '@svc/test
 import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate, runBody } from '../test/helpers.js';
 
-
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const out = (label: string, value: string, target = '') => console.log(`${label.padEnd(58)} ${value.padStart(14)}  ${target}`);
+const out = (label: string, value: string, target = '') =>
+  console.log(`${label.padEnd(58)} ${value.padStart(14)}  ${target}`);
 const pct = (values: number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
@@ -30,19 +30,34 @@ if (!(await testServerUrl())) {
 const store = await createTestStore(managerTemplate);
 if (store.kind !== 'postgres') throw new Error('unreachable');
 const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
-await new LocalSecretStore(join(dataDir, 'secrets')).put('svc-v01-provider-builtin-a', { 'auth.json': Buffer.from('{}'), 'config.toml': Buffer.from('') });
+await new LocalSecretStore(join(dataDir, 'secrets')).put('svc-v01-provider-builtin-a', {
+  'auth.json': Buffer.from('{}'),
+  'config.toml': Buffer.from(''),
+});
 const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 const manager = spawn(process.execPath, [join(import.meta.dirname, '../dist/server.js')], {
-  env: { ...process.env, DATABASE_URL: store.url, PORT: String(port), SVC_DATA_DIR: dataDir, LOG_LEVEL: 'warn', SVC_DB_POOL_SIZE: '16' },
+  env: {
+    ...process.env,
+    DATABASE_URL: store.url,
+    PORT: String(port),
+    SVC_DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    SVC_DB_POOL_SIZE: '16',
+  },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 const pool = new pg.Pool({ connectionString: store.url, max: 10 });
 
 async function call(method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${base}${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   const json = await response.json();
-  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+  if (!response.ok)
+    throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
   return json;
 }
 const rss = () => {
@@ -57,20 +72,40 @@ async function claimedRun(runnerId: string): Promise<string> {
   await call('POST', `/api/v1/runs/${run.runId}/claim`, { runnerId });
   return run.runId as string;
 }
-const eventRow = (i: number) => ({ category: 'command_output', name: 'exec', data: { itemId: `item-${i % 50}`, stream: 'stdout', text: `line ${i}: ${'output '.repeat(12)}`, originalBytes: 96, keptBytes: 96 } });
+const eventRow = (i: number) => ({
+  category: 'command_output',
+  name: 'exec',
+  data: {
+    itemId: `item-${i % 50}`,
+    stream: 'stdout',
+    text: `line ${i}: ${'output '.repeat(12)}`,
+    originalBytes: 96,
+    keptBytes: 96,
+  },
+});
 
 try {
   await waitForHttp(`${base}/health/readiness`, 60_000);
-  console.log(`PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}, ${SECONDS}s per throughput phase, node ${process.version}`);
+  console.log(
+    `PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}, ${SECONDS}s per throughput phase, node ${process.version}`,
+  );
 
   // 1. Append throughput through the API: 8 runners, batches of 100.
-  const runners = await Promise.all(Array.from({ length: 8 }, async (_, i) => ({ runnerId: `rnr-bench${i}xx`, runId: await claimedRun(`rnr-bench${i}xx`) })));
+  const runners = await Promise.all(
+    Array.from({ length: 8 }, async (_, i) => ({
+      runnerId: `rnr-bench${i}xx`,
+      runId: await claimedRun(`rnr-bench${i}xx`),
+    })),
+  );
   let apiEvents = 0;
   let deadline = Date.now() + SECONDS * 1000;
   await Promise.all(
     runners.map(async (r) => {
       for (let b = 0; Date.now() < deadline; b++) {
-        const events = Array.from({ length: 100 }, (_, k) => ({ key: `b${b}-${k}`, ...eventRow(k) }));
+        const events = Array.from({ length: 100 }, (_, k) => ({
+          key: `b${b}-${k}`,
+          ...eventRow(k),
+        }));
         await call('POST', `/api/v1/runs/${r.runId}/events`, { runnerId: r.runnerId, events });
         apiEvents += 100;
       }
@@ -79,7 +114,9 @@ try {
   const apiRate = apiEvents / SECONDS;
 
   // 2. The same rows by raw batched INSERT, 8 connections, straight into the same table.
-  const rawRuns = await Promise.all(Array.from({ length: 8 }, (_, i) => claimedRun(`rnr-raw${i}xxxx`)));
+  const rawRuns = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => claimedRun(`rnr-raw${i}xxxx`)),
+  );
   let rawEvents = 0;
   deadline = Date.now() + SECONDS * 1000;
   await Promise.all(
@@ -90,11 +127,21 @@ try {
           const values: unknown[] = [];
           const rows = Array.from({ length: 100 }, (_, k) => {
             const e = eventRow(k);
-            values.push(runId, seq + k, e.category, e.name, `raw-${seq + k}`, JSON.stringify(e.data));
+            values.push(
+              runId,
+              seq + k,
+              e.category,
+              e.name,
+              `raw-${seq + k}`,
+              JSON.stringify(e.data),
+            );
             const o = k * 6;
             return `($${o + 1}, $${o + 2}, $${o + 3}, $${o + 4}, $${o + 5}, now(), $${o + 6})`;
           });
-          await client.query(`INSERT INTO events (run_id, seq, category, name, event_key, observed_at, data) VALUES ${rows.join(',')}`, values);
+          await client.query(
+            `INSERT INTO events (run_id, seq, category, name, event_key, observed_at, data) VALUES ${rows.join(',')}`,
+            values,
+          );
           rawEvents += 100;
         }
       } finally {
@@ -112,7 +159,10 @@ try {
   const latencies: number[] = [];
   for (let i = 0; i < 1000; i++) {
     const started = performance.now();
-    await call('POST', `/api/v1/runs/${single.runId}/events`, { runnerId: single.runnerId, events: [{ key: `single-${i}`, ...eventRow(i) }] });
+    await call('POST', `/api/v1/runs/${single.runId}/events`, {
+      runnerId: single.runnerId,
+      events: [{ key: `single-${i}`, ...eventRow(i) }],
+    });
     latencies.push(performance.now() - started);
   }
   out('single append p50', `${pct(latencies, 50).toFixed(2)} ms`);
@@ -120,7 +170,10 @@ try {
 
   // 4. Result envelope of a 100,000-event turn (seeded in SQL: a realistic mix, terminal last).
   const big = await claimedRun('rnr-bigresult');
-  const turn = await call('POST', `/api/v1/runs/${big}/commands`, { type: 'turn', payload: { prompt: 'long task' } });
+  const turn = await call('POST', `/api/v1/runs/${big}/commands`, {
+    type: 'turn',
+    payload: { prompt: 'long task' },
+  });
   await call('GET', `/api/v1/runs/${big}/commands?runnerId=rnr-bigresult`);
   await call('POST', `/api/v1/commands/${turn.commandId}/ack`, { runnerId: 'rnr-bigresult' });
   const { rows: lastRows } = await pool.query('SELECT last_seq FROM runs WHERE run_id = $1', [big]);
@@ -142,9 +195,25 @@ try {
   );
   await pool.query('UPDATE runs SET last_seq = $2 WHERE run_id = $1', [big, start + 99_998]);
   // The event log keeps per-command counters in the append transaction; seeding by SQL does too.
-  await pool.query('UPDATE commands SET event_count = event_count + 99998, last_event_seq = $2 WHERE command_id = $1', [turn.commandId, start + 99_998]);
-  await call('POST', `/api/v1/runs/${big}/events`, { runnerId: 'rnr-bigresult', events: [{ key: 'final', commandId: turn.commandId, category: 'assistant_message', data: { itemId: 'final', text: 'all done', final: true, replyAuthority: true } }] });
-  await call('PATCH', `/api/v1/commands/${turn.commandId}/status`, { runnerId: 'rnr-bigresult', state: 'completed' });
+  await pool.query(
+    'UPDATE commands SET event_count = event_count + 99998, last_event_seq = $2 WHERE command_id = $1',
+    [turn.commandId, start + 99_998],
+  );
+  await call('POST', `/api/v1/runs/${big}/events`, {
+    runnerId: 'rnr-bigresult',
+    events: [
+      {
+        key: 'final',
+        commandId: turn.commandId,
+        category: 'assistant_message',
+        data: { itemId: 'final', text: 'all done', final: true, replyAuthority: true },
+      },
+    ],
+  });
+  await call('PATCH', `/api/v1/commands/${turn.commandId}/status`, {
+    runnerId: 'rnr-bigresult',
+    state: 'completed',
+  });
   await pool.query('ANALYZE events');
   const resultTimes: number[] = [];
   let envelope: any;
@@ -153,8 +222,13 @@ try {
     envelope = await call('GET', `/api/v1/runs/${big}/result`);
     resultTimes.push(performance.now() - started);
   }
-  if (!envelope.completed || envelope.reply !== 'all done') throw new Error('result envelope is wrong');
-  out(`result envelope, ${envelope.scopedEventCount} events in the turn, p50`, `${pct(resultTimes, 50).toFixed(1)} ms`, 'target <= 100 ms');
+  if (!envelope.completed || envelope.reply !== 'all done')
+    throw new Error('result envelope is wrong');
+  out(
+    `result envelope, ${envelope.scopedEventCount} events in the turn, p50`,
+    `${pct(resultTimes, 50).toFixed(1)} ms`,
+    'target <= 100 ms',
+  );
   out('result envelope p99', `${pct(resultTimes, 99).toFixed(1)} ms`);
 
   // 5. Events page at seq 900,000 of 1,000,000.
@@ -174,7 +248,11 @@ try {
     pageTimes.push(performance.now() - started);
     if (page.events.length !== 100) throw new Error('short page');
   }
-  out('events page (100) at seq 900,000 of 1,000,000 p50', `${pct(pageTimes, 50).toFixed(2)} ms`, 'target <= 10 ms');
+  out(
+    'events page (100) at seq 900,000 of 1,000,000 p50',
+    `${pct(pageTimes, 50).toFixed(2)} ms`,
+    'target <= 10 ms',
+  );
   out('events page p99', `${pct(pageTimes, 99).toFixed(2)} ms`);
 
   // 6. Runs created per second (8 concurrent clients).
@@ -188,8 +266,15 @@ try {
       }
     }),
   );
-  out('runs created per second (8 clients)', `${(created / Math.min(SECONDS, 5)).toFixed(0)} runs/s`);
-  out('manager RSS now / peak', `${rss().toFixed(0)} / ${peakRss.toFixed(0)} MB`, 'target <= 200 MB');
+  out(
+    'runs created per second (8 clients)',
+    `${(created / Math.min(SECONDS, 5)).toFixed(0)} runs/s`,
+  );
+  out(
+    'manager RSS now / peak',
+    `${rss().toFixed(0)} / ${peakRss.toFixed(0)} MB`,
+    'target <= 200 MB',
+  );
 } finally {
   clearInterval(rssTimer);
   manager.kill('SIGTERM');

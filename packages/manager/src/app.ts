@@ -17,6 +17,8 @@ import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
 import { runnerRoutes } from './routes/runner.js';
 import { runRoutes } from './routes/runs.js';
+import { runnerJobRoutes } from './routes/runner-jobs.js';
+import type { RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { SecretStore } from './secrets/store.js';
 import type { Store } from './store/db.js';
 
@@ -29,6 +31,7 @@ export interface AppDeps {
   logger: Logger;
   redactor: Redactor;
   secrets: SecretStore;
+  runnerJobs: RunnerJobDeps;
   hooks?: Partial<DomainHooks>;
 }
 
@@ -86,6 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   eventRoutes(app, ctx);
   runnerRoutes(app, ctx);
   backendRoutes(app, ctx, deps.secrets);
+  runnerJobRoutes(app, ctx, deps.runnerJobs);
   await app.ready();
   return { app, ctx };
 }

@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import {
@@ -45,6 +46,26 @@ export interface ManagerConfig {
   /** Events aggregated per result call before eventsCapped (DESIGN: 50,000). */
   resultEventCap: number;
   serviceId: string;
+  /** Distinguishes this process from earlier ones (orphaned local jobs). */
+  instanceId: string;
+  /** URL runners use to reach the manager; default: the address it listens on. */
+  publicUrl: string | null;
+  launcher: {
+    kind: 'local' | 'kubernetes';
+    namespace: string;
+    /** Local launcher: the runner entry script (default: the installed @svc/runner build). */
+    runnerEntry: string | null;
+    killGraceMs: number;
+  };
+  runnerJobs: {
+    defaultImage: string;
+    imageAllowlist: string[];
+    imageCatalogPath: string | null;
+    ttlSecondsAfterFinished: number;
+    /** Controlled non-secret defaults, e.g. PLATFORM_FRONTEND_URL for platform-ssh runs. */
+    platformDefaults: Record<string, string>;
+    runnerIdleExitMs: number;
+  };
   build: { version: string; commit: string; builtAt: string | null };
 }
 
@@ -99,6 +120,22 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       max: 1_000_000,
     }),
     serviceId: r.string('SVC_SERVICE_ID', 'run-manager'),
+    instanceId: `mgr-${randomBytes(6).toString('hex')}`,
+    publicUrl: r.url('SVC_MANAGER_PUBLIC_URL') ?? null,
+    launcher: {
+      kind: r.oneOf('SVC_LAUNCHER', ['local', 'kubernetes'] as const, 'local'),
+      namespace: r.string('SVC_NAMESPACE', 'svc-v01'),
+      runnerEntry: r.optional('SVC_RUNNER_ENTRY') ?? null,
+      killGraceMs: r.int('SVC_RUNNER_KILL_GRACE_MS', 5000, { min: 0 }),
+    },
+    runnerJobs: {
+      defaultImage: r.string('SVC_RUNNER_IMAGE', LOCAL_RUNNER_IMAGE),
+      imageAllowlist: r.list('SVC_RUNNER_IMAGE_ALLOWLIST', []),
+      imageCatalogPath: r.optional('SVC_IMAGE_CATALOG') ?? null,
+      ttlSecondsAfterFinished: r.int('SVC_JOB_TTL_SECONDS', 3600, { min: 0 }),
+      platformDefaults: keyValues(r, 'SVC_PLATFORM_DEFAULTS'),
+      runnerIdleExitMs: r.int('SVC_RUNNER_IDLE_EXIT_MS', 120_000, { min: 100 }),
+    },
     build: {
       version: r.string('SVC_VERSION', '0.1.0'),
       commit: r.optional('SVC_SOURCE_COMMIT') ?? gitCommit() ?? 'unknown',
@@ -111,6 +148,26 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
   if (config.tenants.length === 0) r.fail('SVC_TENANT_ALLOWLIST must name at least one tenant');
   r.done();
   return config;
+}
+
+/**
+ * The image name of the local launcher's runner: the installed runner build, named by a digest
+ * of its version so it passes the same digest-pinning rule as registry images.
+ */
+const LOCAL_RUNNER_IMAGE = `localhost/svc-runner@sha256:${createHash('sha256').update('svc-runner-local-0.1.0').digest('hex')}`;
+
+/** `NAME=value,NAME2=value2` (non-secret settings only). */
+function keyValues(r: EnvReader, name: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of r.list(name, [])) {
+    const at = pair.indexOf('=');
+    if (at <= 0) {
+      r.fail(`${name} entries must look like NAME=value`);
+      continue;
+    }
+    out[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return out;
 }
 
 function readApiKey(r: EnvReader): string | null {

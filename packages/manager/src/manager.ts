@@ -10,6 +10,11 @@ import type { SecretStore } from './secrets/store.js';
 import { expireDue } from './store/commands.js';
 import { openStore, type Store } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
+import { createLauncher } from './launcher/index.js';
+import type { Launcher } from './launcher/types.js';
+import { loadCatalog } from './domain/runner-jobs/images.js';
+import { recordPhase } from './domain/runner-jobs/runner-jobs.js';
+import type { RunnerJobPhase } from '@svc/contracts';
 
 export interface RunningManager extends BuiltApp {
   url: string;
@@ -17,6 +22,7 @@ export interface RunningManager extends BuiltApp {
   logger: Logger;
   redactor: Redactor;
   secrets: SecretStore;
+  launcher: Launcher;
   maintenance: Maintenance;
   close(): Promise<void>;
 }
@@ -55,7 +61,40 @@ export async function startManager(
     throw error;
   }
   const secrets = new LocalSecretStore(join(config.dataDir, 'secrets'));
-  const built = await buildApp({ config, store, logger, redactor, secrets });
+  const launcher = createLauncher(config, logger);
+  let listeningUrl = '';
+  const built = await buildApp({
+    config,
+    store,
+    logger,
+    redactor,
+    secrets,
+    runnerJobs: {
+      launcher,
+      images: {
+        defaultImage: config.runnerJobs.defaultImage,
+        allowlist: config.runnerJobs.imageAllowlist,
+        catalog: loadCatalog(config.runnerJobs.imageCatalogPath ?? undefined),
+      },
+      managerUrl: () => config.publicUrl ?? listeningUrl,
+      runnerEnv: () => ({ SVC_RUNNER_IDLE_EXIT_MS: String(config.runnerJobs.runnerIdleExitMs) }),
+    },
+  });
+  const active = await store.db
+    .selectFrom('runner_jobs')
+    .select(['job_name', 'phase', 'pod_identity', 'manager_instance'])
+    .where('launcher', '=', launcher.kind)
+    .where('phase', 'in', ['pending', 'starting', 'running'])
+    .execute();
+  await launcher.start(
+    (update) => recordPhase({ db: store.db }, update),
+    active.map((j) => ({
+      jobName: j.job_name,
+      phase: j.phase as RunnerJobPhase,
+      podIdentity: j.pod_identity,
+      managerInstance: j.manager_instance,
+    })),
+  );
 
   const maintenance = new Maintenance(config.maintenanceIntervalMs, logger);
   maintenance.add({ name: 'command-expiry', run: () => expireDue(store.db) });
@@ -64,6 +103,7 @@ export async function startManager(
   let url = '';
   if (options.listen !== false) {
     url = await built.app.listen({ host: config.host, port: config.port });
+    listeningUrl = url;
     logger.info({ url }, 'run manager listening');
   }
   let closing: Promise<void> | undefined;
@@ -74,11 +114,13 @@ export async function startManager(
     logger,
     redactor,
     secrets,
+    launcher,
     maintenance,
     close: () =>
       (closing ??= (async () => {
         await maintenance.stop();
         await built.app.close();
+        await launcher.close();
         await store.close();
       })()),
   };

@@ -281,7 +281,11 @@ describe('result envelope', () => {
     await runner.finish(commandId, 'completed');
     const first = await result(runId, commandId);
     assert.equal(first.eventsCapped, true);
-    assert.equal(first.aggregationWindow.throughSeq - first.aggregationWindow.afterSeq, 50, 'a window spans the cap');
+    assert.equal(
+      first.aggregationWindow.throughSeq - first.aggregationWindow.afterSeq,
+      50,
+      'a window spans the cap',
+    );
     assert.ok(first.toolCallSummary.count <= 50);
     assert.equal(first.completed, true, 'terminal and reply are found beyond the window');
     assert.equal(first.reply, 'done');
@@ -293,7 +297,11 @@ describe('result envelope', () => {
     ).body;
     assert.equal(next.eventsCapped, false);
     assert.equal(next.nextAfterSeq, null);
-    assert.equal(first.toolCallSummary.count + next.toolCallSummary.count, 80, 'the windows together cover every tool call once');
+    assert.equal(
+      first.toolCallSummary.count + next.toolCallSummary.count,
+      80,
+      'the windows together cover every tool call once',
+    );
   });
 
   it('reports steer delivery from the runner and whether the target produced later events', async () => {

@@ -80,7 +80,8 @@ export type Command = Static<typeof Command>;
 export const CommandStatusBody = Type.Object(
   {
     runnerId: Text(100),
-    state: StringEnum(COMMAND_OUTCOMES),
+    /** `running`: a progress report (thread and turn ids) on an acknowledged command. */
+    state: StringEnum(['running', ...COMMAND_OUTCOMES] as const),
     failureKind: Type.Optional(Type.String({ maxLength: 64 })),
     message: Type.Optional(Text(4000, 0)),
     threadId: Type.Optional(Text(255)),

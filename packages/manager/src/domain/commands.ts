@@ -181,10 +181,13 @@ export async function ackCommand(ctx: Ctx, commandId: string, runnerId: string):
     assertLeaseOwner(run, runnerId);
     const command = await getCommandRow(trx, commandId);
     if (command.state === 'confirmed' && command.runner_id === runnerId) return command;
-    if (command.state !== 'accepted' && command.state !== 'delivered') {
+    // A replacement runner (now the lease owner) takes over a command its predecessor had
+    // acknowledged and never finished.
+    const takeover = command.state === 'confirmed' && command.runner_id !== runnerId;
+    if (command.state !== 'accepted' && command.state !== 'delivered' && !takeover) {
       throw new ServiceError(
         'state-conflict',
-        `command ${commandId} is ${command.state}; only accepted or delivered commands can be acknowledged`,
+        `command ${commandId} is ${command.state}; only accepted, delivered or orphaned commands can be acknowledged`,
         {
           state: command.state,
         },
@@ -218,14 +221,16 @@ export async function reportCommandStatus(
   commandId: string,
   body: CommandStatusBody,
 ): Promise<Command> {
-  const failureKind = normalizeOutcome(body.state, body.failureKind);
+  const state = body.state;
+  if (state === 'running') return reportProgress(ctx, commandId, body);
+  const failureKind = normalizeOutcome(state, body.failureKind);
   const existing = await getCommandRow(ctx.db, commandId);
   const row = await ctx.db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, existing.run_id);
     const command = await getCommandRow(trx, commandId);
     if (isTerminalCommand(command.state)) return command;
     assertLeaseOwner(run, body.runnerId);
-    if (body.state === 'completed' && command.state !== 'confirmed') {
+    if (state === 'completed' && command.state !== 'confirmed') {
       throw new ServiceError(
         'state-conflict',
         `command ${commandId} is ${command.state}; acknowledge it before reporting completed`,
@@ -241,7 +246,7 @@ export async function reportCommandStatus(
         })
       : undefined;
     return finishCommand(ctx, trx, run, command, {
-      state: body.state,
+      state,
       failureKind,
       message: body.message ?? null,
       via: 'runner',
@@ -258,8 +263,35 @@ export async function reportCommandStatus(
   return toCommand(row);
 }
 
+/** Thread and turn ids of an acknowledged command, recorded as soon as the agent knows them. */
+async function reportProgress(
+  ctx: Ctx,
+  commandId: string,
+  body: CommandStatusBody,
+): Promise<Command> {
+  const existing = await getCommandRow(ctx.db, commandId);
+  const row = await ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, existing.run_id);
+    const command = await getCommandRow(trx, commandId);
+    if (isTerminalCommand(command.state)) return command;
+    assertLeaseOwner(run, body.runnerId);
+    if (command.state !== 'confirmed') {
+      throw new ServiceError(
+        'state-conflict',
+        `command ${commandId} is ${command.state}; acknowledge it before reporting progress`,
+        { state: command.state },
+      );
+    }
+    return updateCommand(trx, commandId, {
+      ...(body.threadId ? { thread_id: body.threadId } : {}),
+      ...(body.turnId ? { turn_id: body.turnId } : {}),
+    });
+  });
+  return toCommand(row);
+}
+
 function normalizeOutcome(
-  state: CommandStatusBody['state'],
+  state: Exclude<CommandStatusBody['state'], 'running'>,
   failureKind: string | undefined,
 ): string | null {
   if (state === 'completed') {

@@ -1,4 +1,4 @@
-import type { Redactor } from '@svc/contracts';
+import type { Redactor, SessionPvcSummary } from '@svc/contracts';
 import type { ManagerConfig } from '../config.js';
 import type { Logger } from '../logging.js';
 import type { Db } from '../store/db.js';
@@ -28,6 +28,10 @@ export interface DomainHooks {
   assertProfileUsable(profile: string): Promise<void>;
   /** Before a command is created on a locked run (sessions refuse evicted storage). */
   beforeCommand?(trx: Tx, run: RunRow): Promise<void>;
+  /** Before a runner job is created for a locked run (sessions refuse evicted storage). */
+  beforeRunnerJob?(trx: Tx, run: RunRow): Promise<void>;
+  /** The session volume a runner job of this run mounts, if the run has a session. */
+  sessionPvcFor?(run: RunRow): Promise<SessionPvcSummary | null>;
   /** A command or run reached a terminal state (inside its transaction). */
   onTerminal(trx: Tx, change: TerminalChange): Promise<void>;
 }

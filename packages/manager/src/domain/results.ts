@@ -57,7 +57,9 @@ export async function buildResult(
     dbNow(ctx.db),
     latestTerminal(ctx.db, scope),
     // A command keeps its own counters (event log); only a run without commands is counted.
-    command ? Promise.resolve({ count: command.event_count, lastSeq: command.last_event_seq }) : scopeCounts(ctx.db, scope),
+    command
+      ? Promise.resolve({ count: command.event_count, lastSeq: command.last_event_seq })
+      : scopeCounts(ctx.db, scope),
     attemptOf(ctx, command),
   ]);
   // The window spans at most `cap` seqs of the run, so it never holds more than `cap` events.

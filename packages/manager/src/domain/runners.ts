@@ -51,6 +51,14 @@ export async function registerRunner(
     .executeTakeFirstOrThrow();
   if (row.run_id !== body.runId)
     throw new ServiceError('state-conflict', `runner ${runnerId} is registered for another run`);
+  if (body.workReady) {
+    // The runner's own smoke check is the work-ready fact of its job.
+    await ctx.db
+      .updateTable('runner_jobs')
+      .set({ work_ready: json(body.workReady) } as never)
+      .where('runner_id', '=', runnerId)
+      .execute();
+  }
   return {
     runnerId,
     runId: row.run_id,

@@ -96,9 +96,39 @@ export interface RunnersTable {
   last_seen_at: DefaultTimestamp;
 }
 
+export interface RunnerJobsTable {
+  runner_job_id: string;
+  run_id: string;
+  command_id: string;
+  attempt_id: string;
+  runner_id: string;
+  job_name: string;
+  namespace: string;
+  launcher: string;
+  idempotency_key: string | null;
+  payload_hash: string;
+  image: Json;
+  phase: string;
+  log_path: string | null;
+  pod_identity: string | null;
+  transient_env: Json;
+  session_pvc: Json | null;
+  work_ready: Json | null;
+  ttl_seconds_after_finished: number;
+  retention: string | null;
+  exit_code: number | null;
+  terminal_summary: Json | null;
+  manager_instance: string | null;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+  started_at: Timestamp | null;
+  finished_at: Timestamp | null;
+}
+
 export interface Database {
   runs: RunsTable;
   commands: CommandsTable;
   events: EventsTable;
   runners: RunnersTable;
+  runner_jobs: RunnerJobsTable;
 }

@@ -94,7 +94,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     )`.execute(db);
   // Result aggregation reads one command's events of one category (terminal, assistant, tool,
   // output), newest first or within a seq window.
-  await sql`CREATE INDEX events_scope_idx ON events (run_id, command_id, category, seq)`.execute(db);
+  await sql`CREATE INDEX events_scope_idx ON events (run_id, command_id, category, seq)`.execute(
+    db,
+  );
 
   await sql`
     CREATE TABLE runners (

@@ -1,0 +1,354 @@
+import { sql } from 'kysely';
+import {
+  newId,
+  payloadHash,
+  ServiceError,
+  TERMINAL_JOB_PHASES,
+  type ExecutionPolicy,
+  type RunnerJob,
+  type RunnerJobCreateBody,
+  type RunnerJobList,
+  type RunnerJobPhase,
+} from '@svc/contracts';
+import type { Launcher, RunnerJobSpec } from '../../launcher/types.js';
+import { json } from '../../store/json.js';
+import type { RunRow } from '../../store/runs.js';
+import { getCommandRow, isTerminalCommand } from '../commands.js';
+import type { Ctx } from '../context.js';
+import { getRunRow, isTerminalRun, lockRunOrThrow } from '../runs.js';
+import { resolveImage, type ImagePolicy } from './images.js';
+import { pollingPaths, toRunnerJob, type RunnerJobRow } from './records.js';
+import {
+  checkTransientEnv,
+  hashedEntries,
+  platformEndpointDefaults,
+  transientEnvSummary,
+} from './transient-env.js';
+
+export interface RunnerJobDeps {
+  launcher: Launcher;
+  images: ImagePolicy;
+  /** The URL runners use to reach this manager (known once it listens). */
+  managerUrl: () => string;
+  /** Non-secret runner settings passed to every job. */
+  runnerEnv: () => Record<string, string>;
+}
+
+export interface CreatedRunnerJob {
+  job: RunnerJob;
+  created: boolean;
+}
+
+const policyOf = (run: RunRow) => run.execution_policy as ExecutionPolicy;
+const extraOf = (run: RunRow) => ({
+  providerSecretRef: policyOf(run).secretScope.providerCredentials[0]!.secretRef,
+  toolCredentials: policyOf(run).secretScope.toolCredentials,
+});
+
+/**
+ * Create a runner Job for a command of a run (manual dispatch). The record is written first
+ * (phase pending), then the launcher starts it; the response never waits for a turn.
+ * Idempotent by key: the same key and payload hash returns the existing job and attempt.
+ */
+export async function createRunnerJob(
+  ctx: Ctx,
+  deps: RunnerJobDeps,
+  runId: string,
+  body: RunnerJobCreateBody,
+): Promise<CreatedRunnerJob> {
+  const entries = body.transientEnv ?? [];
+  checkTransientEnv(entries);
+  const image = resolveImage(deps.images, body.image, body.backendImageRef);
+  const hash = payloadHash({
+    commandId: body.commandId,
+    attemptId: body.attemptId ?? null,
+    image: image.ref,
+    retention: body.retention ?? 'ttl',
+    ttlSecondsAfterFinished: body.ttlSecondsAfterFinished ?? null,
+    transientEnv: hashedEntries(entries),
+  });
+
+  if (body.dryRun) return { job: await dryRun(ctx, deps, runId, body, image), created: false };
+
+  const outcome = await ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, runId);
+    if (body.idempotencyKey) {
+      const existing = await trx
+        .selectFrom('runner_jobs')
+        .selectAll()
+        .where('run_id', '=', runId)
+        .where('idempotency_key', '=', body.idempotencyKey)
+        .executeTakeFirst();
+      if (existing) {
+        if (existing.payload_hash !== hash) {
+          throw new ServiceError(
+            'idempotency-conflict',
+            `idempotency key ${body.idempotencyKey} was used with a different runner job request`,
+            {
+              runnerJobId: existing.runner_job_id,
+              attemptId: existing.attempt_id,
+            },
+          );
+        }
+        return { run, row: existing, spec: null };
+      }
+    }
+    const prepared = await prepare(ctx, deps, run, body, image);
+    await ctx.hooks.beforeRunnerJob?.(trx, run);
+    if (body.attemptId) {
+      const taken = await trx
+        .selectFrom('runner_jobs')
+        .select('runner_job_id')
+        .where('attempt_id', '=', body.attemptId)
+        .executeTakeFirst();
+      if (taken)
+        throw new ServiceError(
+          'state-conflict',
+          `attempt ${body.attemptId} already has runner job ${taken.runner_job_id}`,
+        );
+    }
+    const row = await trx
+      .insertInto('runner_jobs')
+      .values({
+        runner_job_id: prepared.spec.runnerJobId,
+        run_id: runId,
+        command_id: body.commandId,
+        attempt_id: prepared.spec.attemptId,
+        runner_id: prepared.spec.runnerId,
+        job_name: prepared.spec.jobName,
+        namespace: prepared.spec.namespace,
+        launcher: deps.launcher.kind,
+        idempotency_key: body.idempotencyKey ?? null,
+        payload_hash: hash,
+        image: json(image),
+        phase: 'pending',
+        transient_env: json(prepared.spec.transientEnvSummary),
+        session_pvc: prepared.spec.sessionPvc ? json(prepared.spec.sessionPvc) : null,
+        work_ready: null,
+        ttl_seconds_after_finished: prepared.spec.ttlSecondsAfterFinished,
+        retention: body.retention ?? 'ttl',
+        manager_instance: ctx.config.instanceId,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { run, row, spec: prepared.spec };
+  });
+
+  if (!outcome.spec) return { job: toRunnerJob(outcome.row, extraOf(outcome.run)), created: false };
+  const launched = await launch(ctx, deps, outcome.row, outcome.spec);
+  return { job: toRunnerJob(launched, extraOf(outcome.run)), created: true };
+}
+
+async function prepare(
+  ctx: Ctx,
+  deps: RunnerJobDeps,
+  run: RunRow,
+  body: RunnerJobCreateBody,
+  image: RunnerJobSpec['image'],
+) {
+  if (isTerminalRun(run.state))
+    throw new ServiceError(
+      'run-terminal',
+      `run ${run.run_id} is ${run.state}; no runner job can serve it`,
+      { runState: run.state },
+    );
+  const command = await getCommandRow(ctx.db, body.commandId).catch(() => null);
+  if (!command || command.run_id !== run.run_id) {
+    throw new ServiceError(
+      'schema-invalid',
+      `commandId ${body.commandId} does not belong to run ${run.run_id}`,
+      { field: 'commandId' },
+    );
+  }
+  if (isTerminalCommand(command.state)) {
+    throw new ServiceError(
+      'state-conflict',
+      `command ${command.command_id} is ${command.state}; no runner job is created for it`,
+      { commandState: command.state },
+    );
+  }
+  const entries = body.transientEnv ?? [];
+  const policy = policyOf(run);
+  const defaults = platformEndpointDefaults(
+    entries,
+    policy.secretScope.toolCredentials,
+    ctx.config.runnerJobs.platformDefaults,
+  );
+  const runnerJobId = newId('rj');
+  const jobName = `svc-v01-runner-${runnerJobId.slice(3)}`;
+  const spec: RunnerJobSpec = {
+    runnerJobId,
+    jobName,
+    namespace: deps.launcher.namespace,
+    runId: run.run_id,
+    commandId: command.command_id,
+    attemptId: body.attemptId ?? newId('att'),
+    runnerId: newId('rnr'),
+    image,
+    managerUrl: deps.managerUrl(),
+    managerToken: ctx.config.apiKey,
+    profile: run.backend_profile,
+    providerSecret: policy.secretScope.providerCredentials[0]!.secretRef,
+    toolCredentials: policy.secretScope.toolCredentials,
+    transientEnv: [...entries, ...defaults],
+    transientEnvSummary: transientEnvSummary(
+      entries,
+      defaults,
+      entries.length + defaults.length > 0
+        ? { name: `${jobName}-env`, namespace: deps.launcher.namespace }
+        : null,
+    ),
+    sessionPvc: (await ctx.hooks.sessionPvcFor?.(run)) ?? null,
+    ttlSecondsAfterFinished:
+      body.retention === 'keep'
+        ? 0
+        : (body.ttlSecondsAfterFinished ?? ctx.config.runnerJobs.ttlSecondsAfterFinished),
+    runnerEnv: deps.runnerEnv(),
+  };
+  return { spec };
+}
+
+async function dryRun(
+  ctx: Ctx,
+  deps: RunnerJobDeps,
+  runId: string,
+  body: RunnerJobCreateBody,
+  image: RunnerJobSpec['image'],
+): Promise<RunnerJob> {
+  const run = await getRunRow(ctx, runId);
+  const { spec } = await prepare(ctx, deps, run, body, image);
+  return {
+    runnerJobId: spec.runnerJobId,
+    runId,
+    commandId: spec.commandId,
+    attemptId: spec.attemptId,
+    runnerId: spec.runnerId,
+    jobName: spec.jobName,
+    namespace: spec.namespace,
+    launcher: deps.launcher.kind,
+    logPath: null,
+    podIdentity: null,
+    phase: 'pending',
+    image,
+    transientEnv: spec.transientEnvSummary,
+    ...extraOf(run),
+    sessionPvc: spec.sessionPvc,
+    workReady: null,
+    polling: pollingPaths(runId, spec.commandId, spec.runnerJobId),
+    retention: body.retention ?? 'ttl',
+    ttlSecondsAfterFinished: spec.ttlSecondsAfterFinished,
+    exitCode: null,
+    terminalSummary: null,
+    createdAt: new Date().toISOString(),
+    startedAt: null,
+    finishedAt: null,
+    dryRun: true,
+    manifest: deps.launcher.render(spec),
+    valuesPrinted: false,
+  };
+}
+
+async function launch(
+  ctx: Ctx,
+  deps: RunnerJobDeps,
+  row: RunnerJobRow,
+  spec: RunnerJobSpec,
+): Promise<RunnerJobRow> {
+  try {
+    const result = await deps.launcher.launch(spec);
+    return await ctx.db
+      .updateTable('runner_jobs')
+      .set({
+        phase: result.phase,
+        log_path: result.logPath,
+        pod_identity: result.podIdentity,
+        started_at: sql`now()`,
+        updated_at: sql`now()`,
+      } as never)
+      .where('runner_job_id', '=', row.runner_job_id)
+      .where('phase', '=', 'pending')
+      .returningAll()
+      .executeTakeFirst()
+      .then(async (updated) => updated ?? (await findJob(ctx, row.runner_job_id)));
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    await ctx.db
+      .updateTable('runner_jobs')
+      .set({
+        phase: 'failed',
+        finished_at: sql`now()`,
+        terminal_summary: json({ reason: 'launch-failed', message: ctx.redactor.redact(message) }),
+        updated_at: sql`now()`,
+      } as never)
+      .where('runner_job_id', '=', row.runner_job_id)
+      .execute();
+    ctx.logger.error({ jobName: row.job_name, err: message }, 'runner job launch failed');
+    throw new ServiceError(
+      'infra-failed',
+      `runner job ${row.job_name} could not be started: ${ctx.redactor.redact(message)}`,
+      {
+        runnerJobId: row.runner_job_id,
+        attemptId: row.attempt_id,
+      },
+    );
+  }
+}
+
+async function findJob(ctx: Pick<Ctx, 'db'>, runnerJobId: string): Promise<RunnerJobRow> {
+  const row = await ctx.db
+    .selectFrom('runner_jobs')
+    .selectAll()
+    .where('runner_job_id', '=', runnerJobId)
+    .executeTakeFirst();
+  if (!row) throw new ServiceError('not-found', `runner job ${runnerJobId} not found`);
+  return row;
+}
+
+export async function getRunnerJob(
+  ctx: Ctx,
+  runId: string,
+  runnerJobId: string,
+): Promise<RunnerJob> {
+  const run = await getRunRow(ctx, runId);
+  const row = await findJob(ctx, runnerJobId);
+  if (row.run_id !== runId)
+    throw new ServiceError('not-found', `runner job ${runnerJobId} not found in run ${runId}`);
+  return toRunnerJob(row, extraOf(run));
+}
+
+export async function listRunnerJobs(
+  ctx: Ctx,
+  runId: string,
+  commandId: string | undefined,
+): Promise<RunnerJobList> {
+  const run = await getRunRow(ctx, runId);
+  let query = ctx.db.selectFrom('runner_jobs').selectAll().where('run_id', '=', runId);
+  if (commandId) query = query.where('command_id', '=', commandId);
+  const rows = await query.orderBy('created_at').limit(200).execute();
+  return { runId, runnerJobs: rows.map((row) => toRunnerJob(row, extraOf(run))) };
+}
+
+/** A launcher reports a phase change: terminal phases are final. */
+export async function recordPhase(
+  ctx: Pick<Ctx, 'db'>,
+  update: {
+    jobName: string;
+    phase: RunnerJobPhase;
+    exitCode?: number | null;
+    summary?: Record<string, unknown>;
+  },
+): Promise<void> {
+  const terminal = (TERMINAL_JOB_PHASES as readonly string[]).includes(update.phase);
+  await ctx.db
+    .updateTable('runner_jobs')
+    .set({
+      phase: update.phase,
+      ...(update.exitCode !== undefined ? { exit_code: update.exitCode } : {}),
+      ...(update.summary ? { terminal_summary: json(update.summary) } : {}),
+      ...(terminal ? { finished_at: sql`now()` } : {}),
+      updated_at: sql`now()`,
+    } as never)
+    .where('job_name', '=', update.jobName)
+    .where('phase', 'not in', TERMINAL_JOB_PHASES as RunnerJobPhase[])
+    .execute();
+}

@@ -1,0 +1,33 @@
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import type { ManagerConfig } from '../config.js';
+import type { Logger } from '../logging.js';
+import { LocalLauncher } from './local.js';
+import type { Launcher } from './types.js';
+
+/** The installed runner build the local launcher starts. */
+export function defaultRunnerEntry(): string {
+  const require = createRequire(import.meta.url);
+  return join(dirname(require.resolve('@svc/runner/package.json')), 'dist', 'main.js');
+}
+
+/** Variables a local runner inherits from the manager: the search path and test leak tags. */
+const INHERITED = ['PATH', 'LANG', 'TZ', 'SVC_TEST_TAG', 'NODE_OPTIONS', 'TMPDIR'];
+
+export function createLauncher(config: ManagerConfig, logger: Logger): Launcher {
+  if (config.launcher.kind === 'kubernetes') {
+    throw new Error(
+      'SVC_LAUNCHER=kubernetes is configured but this build has no Kubernetes launcher yet',
+    );
+  }
+  return new LocalLauncher({
+    jobsRoot: join(config.dataDir, 'jobs'),
+    secretsRoot: join(config.dataDir, 'secrets'),
+    runnerEntry: config.launcher.runnerEntry ?? defaultRunnerEntry(),
+    nodePath: process.execPath,
+    instanceId: config.instanceId,
+    killGraceMs: config.launcher.killGraceMs,
+    logger,
+    inherit: INHERITED,
+  });
+}

@@ -1,0 +1,225 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { chmod, mkdir, open, rm, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from '../logging.js';
+import type { ActiveJob, LaunchResult, Launcher, PhaseListener, RunnerJobSpec } from './types.js';
+
+export interface LocalLauncherOptions {
+  /** Where job directories live: `<jobsRoot>/<jobName>/{runner.log, secret/, home/, …}`. */
+  jobsRoot: string;
+  /** The local Secret store root, whose Secrets the runner reads like mounted projections. */
+  secretsRoot: string;
+  runnerEntry: string;
+  nodePath: string;
+  instanceId: string;
+  killGraceMs: number;
+  logger: Logger;
+  /** Variables passed through from the manager's environment (PATH, test tags). */
+  inherit: readonly string[];
+}
+
+interface Child {
+  process: ChildProcess;
+  cancelled: boolean;
+  exited: Promise<void>;
+}
+
+/**
+ * The embedded launcher: each runner Job is a child process group of the manager host. Values
+ * (transientEnv, the manager token) go to files under the job's `secret/` directory, mode 0600,
+ * readable only by the runner's user, and are deleted when the job ends; the environment and
+ * every record carry names and paths only. Jobs do not outlive the manager: closing kills
+ * them, and a restarted manager finds the previous one's jobs, stops them and marks them.
+ */
+export class LocalLauncher implements Launcher {
+  readonly kind = 'local' as const;
+  readonly namespace = 'local';
+  readonly #children = new Map<string, Child>();
+  #listener: PhaseListener = () => Promise.resolve();
+
+  constructor(private readonly options: LocalLauncherOptions) {}
+
+  #paths(spec: Pick<RunnerJobSpec, 'jobName'>) {
+    const dir = join(this.options.jobsRoot, spec.jobName);
+    return {
+      dir,
+      secret: join(dir, 'secret'),
+      log: join(dir, 'runner.log'),
+      home: join(dir, 'home'),
+      workspace: join(dir, 'workspace'),
+      agentHome: join(dir, 'agent-home'),
+    };
+  }
+
+  #environment(spec: RunnerJobSpec): Record<string, string> {
+    const paths = this.#paths(spec);
+    const env: Record<string, string> = {};
+    for (const name of this.options.inherit) {
+      const value = process.env[name];
+      if (value !== undefined) env[name] = value;
+    }
+    const tools = spec.toolCredentials.map((t) => ({
+      ...t,
+      secretDir: join(this.options.secretsRoot, t.secretRef.name, 'current'),
+    }));
+    Object.assign(env, spec.runnerEnv, {
+      HOME: paths.home,
+      SVC_MANAGER_URL: spec.managerUrl,
+      SVC_RUN_ID: spec.runId,
+      SVC_COMMAND_ID: spec.commandId,
+      SVC_ATTEMPT_ID: spec.attemptId,
+      SVC_RUNNER_ID: spec.runnerId,
+      SVC_RUNNER_JOB_ID: spec.runnerJobId,
+      SVC_JOB_NAME: spec.jobName,
+      SVC_JOB_DIR: paths.dir,
+      SVC_SECRET_DIR: paths.secret,
+      SVC_PROFILE: spec.profile,
+      SVC_PROFILE_DIR: join(this.options.secretsRoot, spec.providerSecret.name, 'current'),
+      SVC_TOOL_CREDENTIALS: JSON.stringify(tools),
+      SVC_WORKSPACE_DIR: paths.workspace,
+      SVC_AGENT_HOME: paths.agentHome,
+      SVC_RUNNER_HOME: paths.home,
+      SVC_IMAGE: spec.image.ref,
+    });
+    if (spec.sessionPvc) {
+      Object.assign(env, {
+        SVC_SESSION_ID: spec.sessionPvc.sessionId,
+        SVC_SESSION_PVC_NAME: spec.sessionPvc.pvcName,
+        SVC_SESSION_PVC_NAMESPACE: spec.sessionPvc.namespace,
+        SVC_SESSION_PVC_MOUNT_PATH: spec.sessionPvc.mountPath,
+        SVC_AGENT_ROLLOUT_SUBDIR: spec.sessionPvc.agentRolloutSubdir,
+      });
+    }
+    return env;
+  }
+
+  render(spec: RunnerJobSpec): Record<string, unknown> {
+    const env = this.#environment(spec);
+    return {
+      kind: 'LocalRunnerJob',
+      jobName: spec.jobName,
+      command: [this.options.nodePath, this.options.runnerEntry],
+      workingDir: this.#paths(spec).dir,
+      env: Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SVC_'))),
+      secretFiles: {
+        dir: this.#paths(spec).secret,
+        files: [
+          ...(spec.transientEnv.length > 0 ? ['transient-env.json'] : []),
+          ...(spec.managerToken ? ['manager-token'] : []),
+        ],
+        mode: '0600',
+        transientEnv: spec.transientEnvSummary,
+      },
+      valuesPrinted: false,
+    };
+  }
+
+  async launch(spec: RunnerJobSpec): Promise<LaunchResult> {
+    const paths = this.#paths(spec);
+    await mkdir(paths.secret, { recursive: true, mode: 0o700 });
+    await chmod(paths.secret, 0o700);
+    await mkdir(paths.home, { recursive: true, mode: 0o700 });
+    if (spec.transientEnv.length > 0) {
+      await writeFile(join(paths.secret, 'transient-env.json'), JSON.stringify(spec.transientEnv), {
+        mode: 0o600,
+      });
+    }
+    if (spec.managerToken)
+      await writeFile(join(paths.secret, 'manager-token'), spec.managerToken, { mode: 0o600 });
+    const log = await open(paths.log, 'a', 0o600);
+    const child = spawn(this.options.nodePath, [this.options.runnerEntry], {
+      cwd: paths.dir,
+      env: this.#environment(spec),
+      detached: true, // its own process group: cancel kills the runner, the agent and its shells
+      stdio: ['ignore', log.fd, log.fd],
+    });
+    // Listen before any await: 'spawn' fires on the next turn of the event loop.
+    const spawned = new Promise<number>((resolve, reject) => {
+      child.once('spawn', () => resolve(child.pid!));
+      child.once('error', reject);
+    });
+    await log.close();
+    const pid = await spawned;
+    const entry: Child = { process: child, cancelled: false, exited: Promise.resolve() };
+    entry.exited = new Promise<void>((resolve) => {
+      child.once('exit', (code, signal) => {
+        this.#children.delete(spec.jobName);
+        // The per-job Secret lives as long as the job.
+        void rm(paths.secret, { recursive: true, force: true }).catch(() => undefined);
+        const phase = entry.cancelled ? 'cancelled' : code === 0 ? 'succeeded' : 'failed';
+        this.#listener({
+          jobName: spec.jobName,
+          phase,
+          exitCode: code,
+          summary: { exitCode: code, signal, ...(entry.cancelled ? { reason: 'cancelled' } : {}) },
+        })
+          .catch((error: unknown) =>
+            this.options.logger.warn(
+              { jobName: spec.jobName, err: String(error) },
+              'recording a job phase failed',
+            ),
+          )
+          .finally(resolve);
+      });
+    });
+    this.#children.set(spec.jobName, entry);
+    return { phase: 'running', logPath: paths.log, podIdentity: `local:${hostname()}:${pid}` };
+  }
+
+  async cancel(jobName: string, graceMs = this.options.killGraceMs): Promise<void> {
+    const child = this.#children.get(jobName);
+    if (!child?.process.pid) return;
+    child.cancelled = true;
+    killGroup(child.process.pid, 'SIGTERM');
+    const timer = setTimeout(() => killGroup(child.process.pid!, 'SIGKILL'), graceMs);
+    await child.exited;
+    clearTimeout(timer);
+  }
+
+  async start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
+    this.#listener = listener;
+    for (const job of active) {
+      if (this.#children.has(job.jobName)) continue;
+      // A job of an earlier manager process: stop it if it still runs, and say what happened.
+      const pid = Number(job.podIdentity?.split(':').at(-1));
+      const alive = Number.isInteger(pid) && pid > 0 && isOurRunner(pid, job.jobName);
+      if (alive) killGroup(pid, 'SIGKILL');
+      await listener({
+        jobName: job.jobName,
+        phase: 'failed',
+        exitCode: null,
+        summary: {
+          reason: 'orphaned-by-manager-restart',
+          orphaned: true,
+          stopped: alive,
+          previousManager: job.managerInstance,
+        },
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#children.keys()].map((jobName) => this.cancel(jobName, 2000)));
+  }
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/** Only kill a pid that is really this job's runner (pids are reused). */
+function isOurRunner(pid: number, jobName: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'latin1')
+      .split('\0')
+      .includes(`SVC_JOB_NAME=${jobName}`);
+  } catch {
+    return false;
+  }
+}

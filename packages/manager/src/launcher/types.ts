@@ -1,0 +1,73 @@
+import type {
+  ImageSummary,
+  RunnerJobPhase,
+  SecretRefRecord,
+  SessionPvcSummary,
+  ToolCredentialRecord,
+  TransientEnvSummary,
+} from '@svc/contracts';
+
+/**
+ * Everything a launcher needs to start one runner Job. Values appear only in `transientEnv`
+ * and `managerToken`; a launcher puts them into a per-job Secret (Kubernetes) or a per-job
+ * file readable only by the runner (local), never into a record, manifest or log.
+ */
+export interface RunnerJobSpec {
+  runnerJobId: string;
+  jobName: string;
+  namespace: string;
+  runId: string;
+  commandId: string;
+  attemptId: string;
+  runnerId: string;
+  image: ImageSummary;
+  managerUrl: string;
+  managerToken: string | null;
+  profile: string;
+  providerSecret: SecretRefRecord;
+  toolCredentials: readonly ToolCredentialRecord[];
+  transientEnv: ReadonlyArray<{ name: string; value: string }>;
+  transientEnvSummary: TransientEnvSummary;
+  sessionPvc: SessionPvcSummary | null;
+  ttlSecondsAfterFinished: number;
+  /** Non-secret runner settings (idle exit, poll wait, ids), passed as plain environment. */
+  runnerEnv: Readonly<Record<string, string>>;
+}
+
+export interface LaunchResult {
+  phase: RunnerJobPhase;
+  logPath: string | null;
+  podIdentity: string | null;
+}
+
+export interface PhaseUpdate {
+  jobName: string;
+  phase: RunnerJobPhase;
+  exitCode?: number | null;
+  summary?: Record<string, unknown>;
+}
+
+export type PhaseListener = (update: PhaseUpdate) => Promise<void>;
+
+export interface ActiveJob {
+  jobName: string;
+  phase: RunnerJobPhase;
+  podIdentity: string | null;
+  managerInstance: string | null;
+}
+
+export interface Launcher {
+  readonly kind: 'local' | 'kubernetes';
+  readonly namespace: string;
+  /** The Job as it would be created, with names, keys and hashes in place of values. */
+  render(spec: RunnerJobSpec): Record<string, unknown>;
+  launch(spec: RunnerJobSpec): Promise<LaunchResult>;
+  /** Stop a job: SIGTERM then SIGKILL to its process group, or delete the Job. */
+  cancel(jobName: string, graceMs?: number): Promise<void>;
+  /**
+   * Begin reporting phase changes; `active` are jobs the store believes alive, so the
+   * launcher can find orphans (local: processes of a previous manager) and report them.
+   */
+  start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import { FakeProvider } from '@svc/testkit';
+import { runBody, startTestManager, type TestManager, type TestManagerOptions } from './helpers.js';
+
+/**
+ * End-to-end rig: a listening manager whose local launcher starts real runner processes, which
+ * drive the real `codex app-server` against a scripted loopback provider.
+ */
+export interface E2E {
+  t: TestManager;
+  provider: FakeProvider;
+  providerKey: string;
+  close(): Promise<void>;
+}
+
+export async function startE2E(
+  options: TestManagerOptions & { profile?: string; providerKey?: string } = {},
+): Promise<E2E> {
+  const provider = await FakeProvider.start();
+  const t = await startTestManager({
+    ...options,
+    listen: true,
+    env: {
+      SVC_RUNNER_IDLE_EXIT_MS: '3000',
+      SVC_RUNNER_KILL_GRACE_MS: '1000',
+      SVC_LEASE_TTL_MS: '6000',
+      SVC_HEARTBEAT_INTERVAL_MS: '1000',
+      ...options.env,
+    },
+  });
+  const providerKey = options.providerKey ?? 'sk-test-e2e-provider-key-000000000000';
+  await configureProviderProfile(t, options.profile ?? 'builtin-a', provider.baseUrl, providerKey);
+  return {
+    t,
+    provider,
+    providerKey,
+    async close() {
+      await t.close();
+      await provider.close();
+    },
+  };
+}
+
+export async function configureProviderProfile(
+  t: TestManager,
+  profile: string,
+  baseUrl: string,
+  apiKey: string,
+): Promise<void> {
+  await t.manager.secrets.put(`svc-v01-provider-${profile}`, {
+    'auth.json': Buffer.from(JSON.stringify({ OPENAI_API_KEY: apiKey, auth_mode: 'apikey' })),
+    'config.toml': Buffer.from(
+      [
+        'model = "test-model"',
+        'model_provider = "svc"',
+        '',
+        '[model_providers.svc]',
+        'name = "svc"',
+        `base_url = "${baseUrl}"`,
+        'wire_api = "responses"',
+        'requires_openai_auth = true',
+        '',
+      ].join('\n'),
+    ),
+  });
+}
+
+/** Create a run, a turn command and a runner job; returns their ids. */
+export async function dispatch(
+  e: E2E,
+  prompt: string,
+  runOverrides: Record<string, unknown> = {},
+  jobOverrides: Record<string, unknown> = {},
+) {
+  const run = await e.t.api(
+    'POST',
+    '/api/v1/runs',
+    runBody({ executionPolicy: { timeoutMs: 60_000 }, ...runOverrides }),
+  );
+  assert.equal(run.status, 201, run.raw);
+  const command = await e.t.api('POST', `/api/v1/runs/${run.body.runId}/commands`, {
+    type: 'turn',
+    payload: { prompt },
+  });
+  assert.equal(command.status, 201, command.raw);
+  const job = await e.t.api('POST', `/api/v1/runs/${run.body.runId}/runner-jobs`, {
+    commandId: command.body.commandId,
+    ...jobOverrides,
+  });
+  assert.equal(job.status, 201, job.raw);
+  return {
+    runId: run.body.runId as string,
+    commandId: command.body.commandId as string,
+    job: job.body,
+  };
+}
+
+/** Poll a command until it is terminal (as a dispatcher would). */
+export async function waitForCommand(
+  t: TestManager,
+  runId: string,
+  commandId: string,
+  timeoutMs = 60_000,
+): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const command = await t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`);
+    if (['completed', 'failed', 'blocked', 'cancelled', 'expired'].includes(command.body.state))
+      return command.body;
+    if (Date.now() > deadline)
+      throw new Error(`command ${commandId} still ${command.body.state} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | null | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

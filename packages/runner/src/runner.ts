@@ -1,0 +1,304 @@
+import { hostname } from 'node:os';
+import {
+  ApiError,
+  EVENT_NAMES,
+  newId,
+  Redactor,
+  type Command,
+  type RunControlSignals,
+} from '@svc/contracts';
+import { checkWorkReady, DEFAULT_BASE_TOOLS, detectWorkReady } from './assembly/index.js';
+import type { RunnerConfig } from './config.js';
+import { EventSink } from './event-sink.js';
+import { LeaseKeeper, RunnerStop } from './lease-keeper.js';
+import { RunnerLog } from './logging.js';
+import { ManagerClient } from './manager-client.js';
+import { RunContext } from './run-context.js';
+import {
+  executeInterrupt,
+  executeSteer,
+  executeTurn,
+  TurnOutcomeError,
+  type ActiveTurn,
+  type TurnServices,
+} from './turns.js';
+
+const VERSION = '0.1.0';
+const MAX_POLL_WAIT_MS = 20_000;
+const TERMINAL = new Set(['completed', 'failed', 'blocked', 'cancelled', 'expired']);
+
+type StopReason = 'idle' | 'run-terminal' | 'lease-lost' | 'blocked';
+
+/**
+ * The runner's lifecycle: register, claim (waiting out an old lease), smoke-check the image,
+ * then serve the run's commands until it has been idle for `idleExitMs`: turns one at a time,
+ * steers and interrupts against the active turn, cancels from control signals. On idle it
+ * closes the run and exits 0.
+ */
+export class Runner {
+  readonly redactor = new Redactor();
+  readonly runnerId: string;
+  readonly client: ManagerClient;
+  #sink!: EventSink;
+  #lease!: LeaseKeeper;
+  #ctx!: RunContext;
+  #active: ActiveTurn | null = null;
+  #queue: Command[] = [];
+  #pumping: Promise<void> | null = null;
+  #afterSeq = 0;
+  #thread: string | null = null;
+  #lastWork = Date.now();
+  #stop = new AbortController();
+  #stopReason: StopReason | null = null;
+
+  readonly log: RunnerLog;
+
+  constructor(private readonly config: RunnerConfig) {
+    // One redactor for everything the runner writes: it learns every secret it touches.
+    this.log = new RunnerLog(
+      this.redactor,
+      (['debug', 'info', 'warn', 'error'] as const).find((l) => l === config.logLevel) ?? 'info',
+    );
+    this.runnerId = config.runnerId ?? newId('rnr');
+    this.redactor.add(config.managerToken);
+    for (const { value } of config.transientEnv) this.redactor.add(value);
+    this.client = new ManagerClient(config.managerUrl, config.managerToken, config.runId);
+  }
+
+  async run(): Promise<number> {
+    const specs = DEFAULT_BASE_TOOLS.map((tool) => ({
+      ...tool,
+      required: this.config.requiredTools.includes(tool.name),
+    }));
+    const workReady = await detectWorkReady({ tools: specs });
+    const registration = await this.client.register({
+      runId: this.config.runId,
+      runnerId: this.runnerId,
+      attemptId: this.config.attemptId,
+      runnerJobId: this.config.runnerJobId,
+      hostname: hostname(),
+      pid: process.pid,
+      version: VERSION,
+      workReady: workReady as unknown as Record<string, unknown>,
+    });
+    this.#lease = new LeaseKeeper(this.client, this.runnerId, this.config.attemptId, this.log);
+    let claim;
+    try {
+      claim = await this.#lease.claim(registration.leaseTtlMs * 4);
+    } catch (error) {
+      if (error instanceof RunnerStop) {
+        this.log.info('not claiming the run', { reason: error.reason, message: error.message });
+        return error.reason === 'run-terminal' ? 0 : 1;
+      }
+      throw error;
+    }
+    this.#sink = new EventSink(this.client, this.runnerId, this.config.attemptId ?? this.runnerId);
+    this.#sink.push({
+      category: 'system',
+      name: EVENT_NAMES.runnerStartup,
+      data: {
+        runnerId: this.runnerId,
+        attemptId: this.config.attemptId,
+        jobName: this.config.jobName,
+        image: this.config.image,
+        hostname: hostname(),
+        pid: process.pid,
+        version: VERSION,
+        recovered: claim.recovered,
+        workReady,
+      },
+    });
+    try {
+      checkWorkReady(workReady);
+    } catch (error) {
+      return this.#failRun('infra-failed', error instanceof Error ? error.message : String(error));
+    }
+    this.#ctx = new RunContext(this.config, claim.run, this.#sink, this.redactor, this.log);
+    this.#lease.start(
+      registration.heartbeatIntervalMs,
+      () =>
+        this.#ctx.agent
+          ? { at: this.#ctx.agent.lastActivityAt, kind: this.#ctx.agent.lastActivityKind }
+          : null,
+      (control) => this.#control(control),
+      (error) => this.#halt('lease-lost', error.message),
+    );
+    try {
+      await this.#loop(Math.min(registration.pollWaitMs, MAX_POLL_WAIT_MS));
+    } finally {
+      this.#lease.stop();
+      await this.#pumping?.catch(() => undefined);
+      await this.#sink.flush().catch(() => undefined);
+      await this.#ctx.shutdown();
+    }
+    this.log.info('runner exiting', { reason: this.#stopReason });
+    return this.#stopReason === 'lease-lost' ? 1 : 0;
+  }
+
+  async #loop(maxWaitMs: number): Promise<void> {
+    while (!this.#stop.signal.aborted) {
+      const busy = this.#active !== null || this.#queue.length > 0;
+      const idleFor = busy ? 0 : Date.now() - this.#lastWork;
+      if (!busy && idleFor >= this.config.idleExitMs) {
+        if (await this.#closeRun()) return;
+      }
+      const waitMs = busy
+        ? maxWaitMs
+        : Math.max(0, Math.min(maxWaitMs, this.config.idleExitMs - idleFor));
+      let page;
+      try {
+        page = await this.client.poll(this.runnerId, this.#afterSeq, waitMs, this.#stop.signal);
+      } catch (error) {
+        if (this.#stop.signal.aborted) return;
+        if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict')
+          return this.#halt('lease-lost', error.message);
+        throw error;
+      }
+      for (const command of page.commands) {
+        this.#afterSeq = Math.max(this.#afterSeq, command.seq);
+        this.#dispatch(command);
+      }
+      this.#control(page.control);
+    }
+  }
+
+  #services(): TurnServices {
+    return {
+      client: this.client,
+      sink: this.#sink,
+      ctx: this.#ctx,
+      log: this.log,
+      runnerId: this.runnerId,
+      attemptId: this.config.attemptId,
+      knownThread: () => this.#thread,
+      rememberThread: (threadId) => (this.#thread = threadId),
+    };
+  }
+
+  #dispatch(command: Command): void {
+    if (command.threadId && (command.type === 'turn' || command.type === 'resume'))
+      this.#thread = command.threadId;
+    if (TERMINAL.has(command.state)) return;
+    if (command.state === 'confirmed' && command.runnerId === this.runnerId) return;
+    // accepted/delivered for us, or confirmed by a previous runner that never finished it.
+    if (command.type === 'turn' || command.type === 'resume') {
+      this.#queue.push(command);
+      this.#pumping ??= this.#pump().finally(() => (this.#pumping = null));
+      return;
+    }
+    void this.#acked(command).then((ok) => {
+      if (!ok) return;
+      const work =
+        command.type === 'steer'
+          ? executeSteer(this.#services(), command, () => this.#active)
+          : executeInterrupt(this.#services(), command, this.#active);
+      return work.catch((error: unknown) =>
+        this.log.warn(`${command.type} failed`, {
+          commandId: command.commandId,
+          err: String(error),
+        }),
+      );
+    });
+  }
+
+  async #acked(command: Command): Promise<boolean> {
+    try {
+      await this.client.ack(this.runnerId, command.commandId);
+      return true;
+    } catch (error) {
+      if (error instanceof ApiError && error.failureKind === 'state-conflict') return false; // cancelled meanwhile
+      throw error;
+    }
+  }
+
+  async #pump(): Promise<void> {
+    while (this.#queue.length > 0 && !this.#stop.signal.aborted) {
+      const command = this.#queue.shift()!;
+      if (!(await this.#acked(command))) continue;
+      this.#active = { command, handle: null, cancelRequested: false };
+      this.#lastWork = Date.now();
+      try {
+        await executeTurn(this.#services(), this.#active);
+      } catch (error) {
+        if (error instanceof TurnOutcomeError && error.blocksRun) {
+          await this.#reportRun('blocked', error.failureKind, error.message);
+          this.#halt('blocked', error.message);
+        } else if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict') {
+          this.#halt('lease-lost', error.message);
+        } else {
+          this.log.error('turn crashed', {
+            err: error instanceof Error ? error.message : String(error),
+          });
+        }
+      } finally {
+        this.#active = null;
+        this.#lastWork = Date.now();
+      }
+    }
+  }
+
+  /** Cancel signals: a cancelled active command, or the whole run ending. */
+  #control(control: RunControlSignals): void {
+    const active = this.#active;
+    if (
+      active &&
+      control.cancelledCommandIds.includes(active.command.commandId) &&
+      !active.cancelRequested
+    ) {
+      active.cancelRequested = true;
+      this.log.info('cancelling the active turn', { commandId: active.command.commandId });
+      // Interrupt, then end whatever it left running (shell commands survive an interrupt).
+      void active.handle?.cancel({ graceMs: 2000, kill: 'always' });
+    }
+    this.#queue = this.#queue.filter((c) => !control.cancelledCommandIds.includes(c.commandId));
+    if (TERMINAL.has(control.runState)) {
+      if (active && !active.cancelRequested) {
+        active.cancelRequested = true;
+        void active.handle?.cancel({ graceMs: 2000, kill: 'always' });
+      }
+      this.#halt('run-terminal', `run is ${control.runState}`);
+    }
+  }
+
+  #halt(reason: StopReason, message: string): void {
+    if (this.#stopReason) return;
+    this.#stopReason = reason;
+    this.log.info('runner stopping', { reason, message });
+    this.#stop.abort();
+    if (reason === 'lease-lost') this.#ctx?.agent?.killTree();
+  }
+
+  /** Idle long enough: close the run. Refused while commands are unfinished (keep serving). */
+  async #closeRun(): Promise<boolean> {
+    await this.#sink.flush();
+    try {
+      await this.client.runStatus({
+        runnerId: this.runnerId,
+        state: 'completed',
+        message: `runner idle for ${this.config.idleExitMs} ms`,
+      });
+    } catch (error) {
+      if (error instanceof ApiError && error.failureKind === 'state-conflict') return false;
+      throw error;
+    }
+    this.#stopReason = 'idle';
+    return true;
+  }
+
+  async #reportRun(
+    state: 'blocked' | 'failed',
+    failureKind: string,
+    message: string,
+  ): Promise<void> {
+    await this.#sink.flush().catch(() => undefined);
+    await this.client
+      .runStatus({ runnerId: this.runnerId, state, failureKind, message: message.slice(0, 3900) })
+      .catch((error: unknown) => this.log.warn('run status failed', { err: String(error) }));
+  }
+
+  async #failRun(failureKind: string, message: string): Promise<number> {
+    this.log.error('runner cannot serve the run', { failureKind, message });
+    await this.#reportRun('failed', failureKind, message);
+    return 1;
+  }
+}

@@ -1,0 +1,299 @@
+import { ApiError, isServiceError, type Command, type CommandStatusBody } from '@svc/contracts';
+import { isAgentError, type TurnHandle, type TurnOutcome } from './agent/index.js';
+import { composeTurnPrompt } from './assembly/index.js';
+import type { EventSink } from './event-sink.js';
+import type { RunnerLog } from './logging.js';
+import type { ManagerClient } from './manager-client.js';
+import type { RunContext } from './run-context.js';
+
+/** Failure kinds that block a run at assembly instead of failing one command. */
+export const BLOCKING_KINDS = new Set([
+  'required-skill-unavailable',
+  'prompt-unavailable',
+  'prompt-too-large',
+]);
+
+export interface ActiveTurn {
+  command: Command;
+  handle: TurnHandle | null;
+  cancelRequested: boolean;
+}
+
+export interface TurnServices {
+  client: ManagerClient;
+  sink: EventSink;
+  ctx: RunContext;
+  log: RunnerLog;
+  runnerId: string;
+  attemptId: string | null;
+  /** The thread this run continues when a turn names none (latest known). */
+  knownThread(): string | null;
+  rememberThread(threadId: string): void;
+}
+
+/** The text of a turn or steer payload. */
+export function promptOf(command: Command): string {
+  for (const key of ['prompt', 'message', 'text']) {
+    const value = command.payload[key];
+    if (typeof value === 'string' && value.trim() !== '') return value;
+  }
+  return '';
+}
+
+export class TurnOutcomeError extends Error {
+  constructor(
+    readonly failureKind: string,
+    message: string,
+    readonly blocksRun: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * One `turn` (or `resume`) command, start to terminal status: assemble on first use, start or
+ * resume the thread (thread identity: the command's threadId, else the run's), inject prompts
+ * on a new thread only, run the turn, flush its events, then report the outcome.
+ */
+export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<void> {
+  const { command } = active;
+  const report = async (body: Omit<CommandStatusBody, 'runnerId'>) => {
+    await s.sink.flush().catch(() => undefined);
+    await s.client.commandStatus(command.commandId, { runnerId: s.runnerId, ...body });
+  };
+  try {
+    await s.ctx.prepare(command.commandId);
+    const agent = await s.ctx.startAgent(command.commandId, s.attemptId);
+    if (active.cancelRequested)
+      return await report({
+        state: 'cancelled',
+        failureKind: 'cancelled',
+        message: 'cancelled before the turn started',
+      });
+
+    const named =
+      typeof command.payload['threadId'] === 'string' ? command.payload['threadId'] : null;
+    let threadId = named ?? s.knownThread() ?? s.ctx.run.sessionRef?.threadId ?? null;
+    let isNew = false;
+    if (threadId && !s.ctx.loadedThreads.has(threadId)) {
+      const resumed = await agent.resumeThread(threadId).catch((error: unknown) => {
+        if (
+          isAgentError(error) &&
+          (error.kind === 'rollout-not-found' || error.kind === 'thread-resume-failed')
+        ) {
+          // Only a mounted session volume turns "no rollout" into eviction; never a new thread instead.
+          const kind =
+            error.kind === 'rollout-not-found' && s.ctx.hasSessionVolume
+              ? 'session-store-evicted'
+              : 'thread-resume-failed';
+          throw new TurnOutcomeError(kind, error.message, false);
+        }
+        throw error;
+      });
+      s.sink.push({ ...resumed.event, commandId: command.commandId });
+      s.ctx.loadedThreads.add(threadId);
+    } else if (!threadId) {
+      const started = await agent.startThread({
+        cwd: s.ctx.workspaceDir,
+        approvalPolicy: s.ctx.policy.approval === 'on-request' ? 'on-request' : 'never',
+        sandbox: s.ctx.policy.sandbox,
+      });
+      threadId = started.thread.id;
+      isNew = true;
+      s.ctx.loadedThreads.add(threadId);
+      s.sink.push({ ...started.event, commandId: command.commandId });
+    }
+    s.rememberThread(threadId);
+    if (command.type === 'resume') return await report({ state: 'completed', threadId });
+
+    const prompt = composeTurnPrompt({
+      userPrompt: promptOf(command),
+      threadId: isNew ? null : threadId,
+      prompts: s.ctx.assembly?.prompts ?? [],
+      skills: s.ctx.assembly?.summary.skills.skills ?? [],
+      promptFacts: s.ctx.assembly?.summary.prompts.facts ?? [],
+    });
+    s.sink.push({
+      commandId: command.commandId,
+      category: 'backend_status',
+      name: 'turn.prompt',
+      data: {
+        threadId,
+        newThread: isNew,
+        initialPromptInjected: prompt.initialPromptInjected,
+        injectedPromptNames: prompt.injectedPromptNames,
+        injectedSkillNames: prompt.injectedSkillNames,
+        prompts: prompt.promptFacts,
+        promptBytes: Buffer.byteLength(prompt.text),
+      },
+    });
+    const handle = await agent.runTurn(threadId, prompt.text, {
+      commandId: command.commandId,
+      idleTimeoutMs: s.ctx.policy.timeoutMs,
+      onEvent: (event) => s.sink.push({ ...event, commandId: command.commandId }),
+    });
+    active.handle = handle;
+    await s.client
+      .commandStatus(command.commandId, {
+        runnerId: s.runnerId,
+        state: 'running',
+        threadId,
+        ...(handle.turnId ? { turnId: handle.turnId } : {}),
+      })
+      .catch(() => undefined);
+    if (active.cancelRequested) void handle.cancel({ graceMs: 2000, kill: 'always' });
+    const outcome = await handle.outcome;
+    await report(statusOf(outcome));
+  } catch (error) {
+    const failure = describe(error);
+    s.log.warn('turn failed', {
+      commandId: command.commandId,
+      failureKind: failure.failureKind,
+      message: failure.message,
+    });
+    if (failure.failureKind === 'lease-lost') throw error;
+    s.sink.push({
+      commandId: command.commandId,
+      category: 'error',
+      name: 'turn.failed',
+      data: {
+        failureKind: failure.failureKind,
+        message: failure.message,
+        retryable: false,
+        classification: failure.blocksRun ? 'assembly' : 'runner',
+      },
+    });
+    await report({
+      state: failure.blocksRun ? 'blocked' : 'failed',
+      failureKind: failure.failureKind,
+      message: failure.message.slice(0, 3900),
+    });
+    if (failure.blocksRun) throw new TurnOutcomeError(failure.failureKind, failure.message, true);
+  }
+}
+
+function statusOf(outcome: TurnOutcome): Omit<CommandStatusBody, 'runnerId'> {
+  const ids = { threadId: outcome.threadId, ...(outcome.turnId ? { turnId: outcome.turnId } : {}) };
+  if (outcome.status === 'completed') return { state: 'completed', ...ids };
+  if (outcome.status === 'cancelled')
+    return {
+      state: 'cancelled',
+      failureKind: 'cancelled',
+      message: 'the turn was interrupted',
+      ...ids,
+    };
+  return {
+    state: 'failed',
+    failureKind: outcome.failure?.failureKind ?? 'backend-failed',
+    message: (outcome.failure?.message ?? 'the turn failed').slice(0, 3900),
+    ...ids,
+  };
+}
+
+function describe(error: unknown): { failureKind: string; message: string; blocksRun: boolean } {
+  if (error instanceof TurnOutcomeError)
+    return { failureKind: error.failureKind, message: error.message, blocksRun: error.blocksRun };
+  if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict')
+    return { failureKind: 'lease-lost', message: error.message, blocksRun: false };
+  if (isServiceError(error))
+    return {
+      failureKind: error.failureKind,
+      message: error.message,
+      blocksRun: BLOCKING_KINDS.has(error.failureKind),
+    };
+  if (isAgentError(error))
+    return { failureKind: 'backend-failed', message: error.message, blocksRun: false };
+  return {
+    failureKind: 'backend-failed',
+    message: error instanceof Error ? error.message : String(error),
+    blocksRun: false,
+  };
+}
+
+/** A steer joins the active turn (never a new turn); its delivery is reported on the command. */
+export async function executeSteer(
+  s: TurnServices,
+  command: Command,
+  active: () => ActiveTurn | null,
+): Promise<void> {
+  // A steer can arrive while its target turn is still starting: give the turn a moment.
+  const deadline = Date.now() + 10_000;
+  let target = active();
+  while (target && !target.handle && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+    target = active();
+  }
+  const matches =
+    target?.handle &&
+    (!command.targetCommandId || command.targetCommandId === target.command.commandId);
+  if (!target || !target.handle || !matches) {
+    await s.client.commandStatus(command.commandId, {
+      runnerId: s.runnerId,
+      state: 'failed',
+      failureKind: 'backend-failed',
+      message: 'no active turn to steer',
+      steerDelivery: {
+        forwarded: false,
+        accepted: false,
+        targetTurnId: null,
+        message: 'no active turn to steer',
+      },
+    });
+    return;
+  }
+  const result = await target.handle.steer(promptOf(command));
+  s.sink.push({
+    commandId: command.commandId,
+    category: 'backend_status',
+    name: 'steer.delivered',
+    data: {
+      targetCommandId: target.command.commandId,
+      forwarded: result.forwarded,
+      accepted: result.accepted,
+      targetTurnId: result.turnId,
+      error: result.error,
+    },
+  });
+  await s.sink.flush().catch(() => undefined);
+  await s.client.commandStatus(command.commandId, {
+    runnerId: s.runnerId,
+    state: result.accepted ? 'completed' : 'failed',
+    ...(result.accepted
+      ? {}
+      : { failureKind: 'backend-failed', message: result.error ?? 'steer refused' }),
+    steerDelivery: {
+      forwarded: result.forwarded,
+      accepted: result.accepted,
+      targetTurnId: result.turnId,
+      message: result.error,
+    },
+  });
+}
+
+/** `interrupt` keeps durable command semantics: the target turn ends as cancelled. */
+export async function executeInterrupt(
+  s: TurnServices,
+  command: Command,
+  active: ActiveTurn | null,
+): Promise<void> {
+  if (
+    !active?.handle ||
+    (command.targetCommandId && command.targetCommandId !== active.command.commandId)
+  ) {
+    await s.client.commandStatus(command.commandId, {
+      runnerId: s.runnerId,
+      state: 'failed',
+      failureKind: 'backend-failed',
+      message: 'no active turn to interrupt',
+    });
+    return;
+  }
+  active.cancelRequested = true;
+  await active.handle.interrupt();
+  const turnId = active.handle.turnId;
+  await s.client.commandStatus(command.commandId, {
+    runnerId: s.runnerId,
+    state: 'completed',
+    ...(turnId ? { turnId } : {}),
+  });
+}
