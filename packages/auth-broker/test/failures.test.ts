@@ -334,6 +334,10 @@ describe('every failure kind of the error table, through the real broker', () =>
       });
       assert.equal(res.status, 200, res.raw);
       assert.equal(t.fake.requests.length, 2);
+      const audit = (await retrying.audit()).at(-1)!;
+      assert.deepEqual(audit.upstream.calls, [
+        { method: 'GET', path: `/repos/${REPO}/issues/1`, status: 200, attempts: 2 },
+      ]);
       t.fake.fault('rate-limit-429', /issues\/1$/, 1);
       t.fake.resetLog();
       assertFailure(
