@@ -1,5 +1,17 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import {
+  issueJson,
+  NOT_FOUND,
+  pullJson,
+  repoJson,
+  writeFault,
+  type Fault,
+  type FakeIssue,
+  type FakeRepo,
+} from './fake-github-wire.js';
+
+export type { Fault, FakeIssue, FakeRepo } from './fake-github-wire.js';
 
 /**
  * A stateful fake of the GitHub REST API on loopback: the one edge the broker does not own.
@@ -15,48 +27,10 @@ export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
 }
 
-export type Fault =
-  | 'rate-limit-primary'
-  | 'rate-limit-429'
-  | 'secondary-rate-limit'
-  | 'not-found'
-  | 'bad-credentials'
-  | 'forbidden'
-  | 'scope-missing'
-  | 'permission-missing'
-  | 'malformed-json'
-  | 'wrong-shape'
-  | 'reset'
-  | 'server-error'
-  | 'moved'
-  | 'slow'
-  | 'echo-secrets';
-
 interface ArmedFault {
   fault: Fault;
   match: RegExp;
   remaining: number;
-}
-
-export interface FakeIssue {
-  number: number;
-  title: string;
-  body: string | null;
-  state: 'open' | 'closed';
-  labels: string[];
-  author: string;
-  createdAt: string;
-  /** Set for entries that are pull requests (GitHub lists them on the issues endpoint). */
-  pull?: { head: string; base: string; draft: boolean; mergedAt: string | null; sha: string };
-}
-
-export interface FakeRepo {
-  id: number;
-  owner: string;
-  name: string;
-  private: boolean;
-  defaultBranch: string;
-  items: FakeIssue[];
 }
 
 export interface FakeGithubOptions {
@@ -185,7 +159,11 @@ export class FakeGithub {
     const armed = this.#faults.find((f) => f.remaining > 0 && f.match.test(url.pathname));
     if (armed) {
       armed.remaining--;
-      this.#applyFault(armed.fault, req, res, authorization);
+      writeFault(armed.fault, req, res, authorization, {
+        baseUrl: this.url,
+        slowMs: this.slowMs,
+        json: (...args) => this.#json(...args),
+      });
       return;
     }
     if (!this.#authorized(authorization)) {
@@ -224,7 +202,7 @@ export class FakeGithub {
     }
     const [, , , collection, number] = m;
     if (!collection) {
-      this.#json(res, 200, this.#repoJson(repo));
+      this.#json(res, 200, repoJson(repo));
       return;
     }
     if (number) {
@@ -234,7 +212,7 @@ export class FakeGithub {
         this.#json(
           res,
           200,
-          collection === 'pulls' ? this.#pullJson(repo, item) : this.#issueJson(repo, item),
+          collection === 'pulls' ? pullJson(repo, item) : issueJson(this.url, repo, item),
         );
       return;
     }
@@ -260,9 +238,7 @@ export class FakeGithub {
     this.#json(
       res,
       200,
-      slice.map((i) =>
-        collection === 'pulls' ? this.#pullJson(repo, i) : this.#issueJson(repo, i),
-      ),
+      slice.map((i) => (collection === 'pulls' ? pullJson(repo, i) : issueJson(this.url, repo, i))),
       headers,
     );
   }
@@ -297,193 +273,8 @@ export class FakeGithub {
     };
   }
 
-  #repoJson(repo: FakeRepo) {
-    return {
-      id: repo.id,
-      name: repo.name,
-      full_name: `${repo.owner}/${repo.name}`,
-      owner: { login: repo.owner, id: 1, type: 'Organization' },
-      private: repo.private,
-      visibility: repo.private ? 'private' : 'public',
-      default_branch: repo.defaultBranch,
-      archived: false,
-      permissions: { admin: false, maintain: false, push: true, triage: true, pull: true },
-      html_url: `https://github.example/${repo.owner}/${repo.name}`,
-    };
-  }
-
-  #issueJson(repo: FakeRepo, item: FakeIssue) {
-    const html = `https://github.example/${repo.owner}/${repo.name}`;
-    return {
-      id: repo.id * 10_000 + item.number,
-      node_id: `I_${item.number}`,
-      number: item.number,
-      title: item.title,
-      body: item.body,
-      state: item.state,
-      state_reason: item.state === 'closed' ? 'completed' : null,
-      user: { login: item.author, id: 7, type: 'User' },
-      labels: item.labels.map((name, i) => ({ id: i + 1, name, color: 'ededed' })),
-      assignees: [],
-      milestone: null,
-      locked: false,
-      comments: 0,
-      html_url: `${html}/${item.pull ? 'pull' : 'issues'}/${item.number}`,
-      created_at: item.createdAt,
-      updated_at: item.createdAt,
-      closed_at: item.state === 'closed' ? item.createdAt : null,
-      ...(item.pull
-        ? {
-            pull_request: {
-              url: `${this.url}/repos/${repo.owner}/${repo.name}/pulls/${item.number}`,
-              html_url: `${html}/pull/${item.number}`,
-              merged_at: item.pull.mergedAt,
-            },
-          }
-        : {}),
-    };
-  }
-
-  #pullJson(repo: FakeRepo, item: FakeIssue) {
-    const pull = item.pull!;
-    const full = `${repo.owner}/${repo.name}`;
-    return {
-      id: repo.id * 10_000 + item.number,
-      number: item.number,
-      title: item.title,
-      body: item.body,
-      state: item.state,
-      user: { login: item.author, id: 7, type: 'User' },
-      labels: [],
-      assignees: [],
-      milestone: null,
-      locked: false,
-      draft: pull.draft,
-      head: { ref: pull.head, sha: pull.sha, repo: { full_name: full } },
-      base: { ref: pull.base, sha: 'b'.repeat(40), repo: { full_name: full } },
-      html_url: `https://github.example/${full}/pull/${item.number}`,
-      created_at: item.createdAt,
-      updated_at: item.createdAt,
-      closed_at: item.state === 'closed' ? item.createdAt : null,
-      merged_at: pull.mergedAt,
-    };
-  }
-
   #notFound(res: ServerResponse): void {
-    this.#json(res, 404, {
-      message: 'Not Found',
-      documentation_url: 'https://docs.github.com/rest',
-      status: '404',
-    });
-  }
-
-  #applyFault(
-    fault: Fault,
-    req: IncomingMessage,
-    res: ServerResponse,
-    authorization: string | null,
-  ): void {
-    const reset = String(Math.floor(Date.now() / 1000) + 120);
-    switch (fault) {
-      case 'rate-limit-primary':
-        this.#json(
-          res,
-          403,
-          {
-            message: 'API rate limit exceeded for installation.',
-            documentation_url: 'https://docs.github.com/rest/rate-limit',
-          },
-          { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset, 'x-ratelimit-used': '5000' },
-        );
-        return;
-      case 'rate-limit-429':
-        this.#json(
-          res,
-          429,
-          { message: 'Too Many Requests' },
-          { 'retry-after': '7', 'x-ratelimit-remaining': '12' },
-        );
-        return;
-      case 'secondary-rate-limit':
-        this.#json(
-          res,
-          403,
-          {
-            message:
-              'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.',
-          },
-          { 'retry-after': '42', 'x-ratelimit-remaining': '4000' },
-        );
-        return;
-      case 'not-found':
-        this.#notFound(res);
-        return;
-      case 'bad-credentials':
-        this.#json(res, 401, {
-          message: 'Bad credentials',
-          documentation_url: 'https://docs.github.com/rest',
-        });
-        return;
-      case 'forbidden':
-        this.#json(res, 403, { message: 'Must have admin rights to Repository.' });
-        return;
-      case 'scope-missing':
-        this.#json(
-          res,
-          403,
-          { message: 'Resource not accessible by personal access token' },
-          { 'x-accepted-oauth-scopes': 'repo', 'x-oauth-scopes': 'read:org, gist' },
-        );
-        return;
-      case 'permission-missing':
-        this.#json(
-          res,
-          403,
-          { message: 'Resource not accessible by integration' },
-          { 'x-accepted-github-permissions': 'issues=read; pull_requests=read' },
-        );
-        return;
-      case 'malformed-json':
-        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
-        res.end('{"number": 1, "title": "truncated');
-        return;
-      case 'wrong-shape':
-        this.#json(res, 200, { number: 'one', title: 42, state: null });
-        return;
-      case 'reset':
-        req.socket.destroy();
-        return;
-      case 'server-error':
-        res.writeHead(502, { 'content-type': 'text/html' });
-        res.end('<html><body>Bad gateway</body></html>');
-        return;
-      case 'moved':
-        this.#json(
-          res,
-          301,
-          {
-            message: 'Moved Permanently',
-            url: `${this.url}/repositories/1`,
-            documentation_url: 'x',
-          },
-          { location: 'http://127.0.0.2:9/elsewhere' },
-        );
-        return;
-      case 'slow':
-        setTimeout(() => this.#json(res, 200, {}), this.slowMs).unref();
-        return;
-      case 'echo-secrets':
-        // A hostile or buggy upstream reflecting the credential back in every form.
-        this.#json(
-          res,
-          401,
-          {
-            message: `Bad credentials: ${authorization ?? ''} ${Buffer.from(authorization ?? '').toString('base64')}`,
-          },
-          { 'x-echo': authorization ?? '', 'set-cookie': `session=${authorization ?? ''}` },
-        );
-        return;
-    }
+    this.#json(res, 404, NOT_FOUND);
   }
 
   #json(
