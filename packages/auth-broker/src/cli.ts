@@ -6,12 +6,7 @@ import {
   healthCommand,
   prPreflightCommand,
 } from './adapter/commands.js';
-import {
-  adapterFailure,
-  EXIT_USAGE,
-  type CommandOutput,
-  type Subcommand,
-} from './adapter/shapes.js';
+import { adapterFailure, EXIT_USAGE, SUBCOMMANDS, type CommandOutput } from './adapter/shapes.js';
 import { loadConfig } from './config.js';
 import { BrokerError } from './errors.js';
 import { startBroker } from './server.js';
@@ -103,12 +98,17 @@ async function serve(): Promise<void> {
 
 async function main(argv: string[]): Promise<void> {
   const root = program(process.env);
+  if (argv.length <= 2) {
+    process.stderr.write(root.helpInformation());
+    process.exitCode = EXIT_USAGE;
+    return;
+  }
   try {
     await root.parseAsync(argv);
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error;
     if (error.exitCode === 0) return; // --help, --version
-    const command = (argv[2] ?? 'contract') as Subcommand;
+    const command = SUBCOMMANDS.find((name) => name === argv[2]) ?? null;
     const failure = new BrokerError('validation-failed', error.message.replace(/^error: /, ''), {
       degradedReason: 'usage',
       next: ['auth-broker --help'],

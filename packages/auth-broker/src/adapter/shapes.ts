@@ -9,7 +9,8 @@ import { tokenPresence, type BrokerAddress } from './environment.js';
  * structured `auth-missing` failure when no broker address is set, and the ready shape when one
  * is. Neither ever holds a token value.
  */
-export type Subcommand = 'contract' | 'health' | 'credential-request' | 'pr-preflight';
+export const SUBCOMMANDS = ['contract', 'health', 'credential-request', 'pr-preflight'] as const;
+export type Subcommand = (typeof SUBCOMMANDS)[number];
 
 export interface CommandOutput {
   exitCode: number;
@@ -75,7 +76,7 @@ export function missingBrokerShape(command: Subcommand, env: Env): CommandOutput
 
 /** A failure in the adapter itself (bad option, unreachable broker). */
 export function adapterFailure(
-  command: Subcommand,
+  command: Subcommand | null,
   error: BrokerError,
   extra: Record<string, unknown> = {},
 ): CommandOutput {

@@ -58,18 +58,22 @@ export const LIST_LIMIT_MAX = 200;
 export const BODY_MAX_CHARS = 65_536;
 const LIST_STATES: readonly ListState[] = ['open', 'closed', 'all'];
 
-export function parseParams(operation: OperationName, params: JsonObject): OperationParams {
+export function parseParams<O extends OperationName>(
+  operation: O,
+  params: JsonObject,
+): Extract<OperationParams, { operation: O }> {
   const p = new Problems();
   const result = parse(operation, params, p);
   p.throwIfAny(`params for ${operation}`);
-  return result as OperationParams;
+  // `parse` switches on the same operation, so the variant matches.
+  return result as Extract<OperationParams, { operation: O }>;
 }
 
 function parse(
   operation: OperationName,
   params: JsonObject,
   p: Problems,
-): OperationParams | undefined {
+): OperationParams {
   const allow = (keys: string[]) => rejectUnknownKeys(params, keys, 'params', p);
   switch (operation) {
     case 'codehost.auth.status':

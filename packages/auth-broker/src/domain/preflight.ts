@@ -7,6 +7,7 @@ import { OPERATION_NAMES, PREFLIGHT_OPERATION } from './operations.js';
 import { parseParams } from './params.js';
 import { planMutation, type PlannedRequest } from './planned.js';
 import { authStatus, qualifiedHead, readIssue } from './reads.js';
+import type { RepoRef } from './repos.js';
 import { readCommon, requireObject } from './request.js';
 import {
   branchName,
@@ -239,7 +240,7 @@ export async function runPreflight(
 function planCreate(
   request: PreflightRequest,
   issueTitle: unknown,
-  repo: Parameters<typeof planMutation>[0],
+  repo: RepoRef,
   deps: OperationDeps,
 ): PlannedRequest {
   const title =
@@ -252,6 +253,5 @@ function planCreate(
     head: request.head,
     body: `Closes #${request.issueNumber}`,
   });
-  if (params.operation !== 'codehost.pr.create') throw new Error('unreachable');
   return planMutation(repo, params, deps.credential.display);
 }
