@@ -300,14 +300,18 @@ describe('every failure kind of the error table, through the real broker', () =>
   for (const [kind, scenario] of Object.entries(scenarios)) {
     it(kind, async (ctx) => {
       await (scenario as (c: typeof ctx) => Promise<void>)(ctx);
-      const audit = await t.audit();
-      if (
-        audit.length > 0 &&
-        kind !== 'auth-not-configured' &&
-        kind !== 'broker-unavailable' &&
-        kind !== 'unauthorized-caller'
-      )
-        assert.equal(audit.at(-1)!.failureKind, kind, 'the audit line carries the failure kind');
+      // Scenarios on this file's broker end with a refused request; its audit line names the kind.
+      const ownBroker = ![
+        'auth-not-configured',
+        'broker-unavailable',
+        'unauthorized-caller',
+      ].includes(kind);
+      if (ownBroker)
+        assert.equal(
+          (await t.audit()).at(-1)?.failureKind,
+          kind,
+          'the audit line carries the failure kind',
+        );
     });
   }
 

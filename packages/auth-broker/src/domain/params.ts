@@ -69,11 +69,7 @@ export function parseParams<O extends OperationName>(
   return result as Extract<OperationParams, { operation: O }>;
 }
 
-function parse(
-  operation: OperationName,
-  params: JsonObject,
-  p: Problems,
-): OperationParams {
+function parse(operation: OperationName, params: JsonObject, p: Problems): OperationParams {
   const allow = (keys: string[]) => rejectUnknownKeys(params, keys, 'params', p);
   switch (operation) {
     case 'codehost.auth.status':
