@@ -27,3 +27,4 @@ export * from './schemas/results.js';
 export * from './schemas/runner-api.js';
 export * from './schemas/backends.js';
 export * from './schemas/runner-jobs.js';
+export * from './schemas/sessions.js';

@@ -17,6 +17,9 @@ import { eventRoutes } from './routes/events.js';
 import { healthRoutes } from './routes/health.js';
 import { runnerRoutes } from './routes/runner.js';
 import { runRoutes } from './routes/runs.js';
+import { sessionRoutes } from './routes/sessions.js';
+import { sessionHooks } from './domain/sessions/hooks.js';
+import type { SessionVolumes } from './sessions/volumes.js';
 import { runnerJobRoutes } from './routes/runner-jobs.js';
 import type { RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { SecretStore } from './secrets/store.js';
@@ -32,6 +35,7 @@ export interface AppDeps {
   redactor: Redactor;
   secrets: SecretStore;
   runnerJobs: RunnerJobDeps;
+  sessionVolumes: SessionVolumes;
   hooks?: Partial<DomainHooks>;
 }
 
@@ -67,6 +71,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   const hooks: DomainHooks = {
     ...noHooks,
     assertProfileUsable: (profile) => assertProfileUsable(deps.secrets, profile),
+    ...sessionHooks(deps.store.db, deps.config, deps.sessionVolumes),
     ...deps.hooks,
   };
   const ctx: Ctx = {
@@ -90,6 +95,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   runnerRoutes(app, ctx);
   backendRoutes(app, ctx, deps.secrets);
   runnerJobRoutes(app, ctx, deps.runnerJobs);
+  sessionRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
   await app.ready();
   return { app, ctx };
 }

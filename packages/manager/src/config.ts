@@ -7,6 +7,7 @@ import {
   NETWORK_LEVELS,
   RESULT_AGGREGATION_CAP,
   SANDBOX_LEVELS,
+  SECRET_NAMESPACE,
   type ApprovalLevel,
   type Env,
   type NetworkLevel,
@@ -27,6 +28,19 @@ export interface PolicyLimits {
   defaultTimeoutMs: number;
 }
 
+/** Provider profiles: the built-in profiles' fixed settings and the validation canary. */
+export interface ProfileSettings {
+  /** The platform's internal bridge (builtin-b, builtin-d), ending in /v1. */
+  bridgeBaseUrl: string | null;
+  /** The one model builtin-d runs. */
+  flashModelId: string | null;
+  /** Where validation canary runs live (an allowlisted tenant; its own project). */
+  validationTenant: string;
+  validationProject: string;
+  /** Idle budget of a canary turn. */
+  validationTimeoutMs: number;
+}
+
 export interface ManagerConfig {
   host: string;
   port: number;
@@ -37,6 +51,7 @@ export interface ManagerConfig {
   apiKey: string | null;
   tenants: string[];
   policy: PolicyLimits;
+  profiles: ProfileSettings;
   logLevel: string;
   leaseTtlMs: number;
   heartbeatIntervalMs: number;
@@ -57,6 +72,17 @@ export interface ManagerConfig {
     runnerEntry: string | null;
     killGraceMs: number;
   };
+  /** Where controlled Secrets live: the local directory store or Kubernetes Secrets. */
+  secretStore: { kind: 'local' | 'kubernetes' };
+  /** The Kubernetes edges (launcher, Secret store, session claims). */
+  kubernetes: {
+    /** An explicit API server URL; null: KUBECONFIG, ~/.kube/config or in-cluster. */
+    apiUrl: string | null;
+    /** How often runner Job status is read. */
+    pollIntervalMs: number;
+    sessionStorageClass: string;
+    sessionStorageSize: string;
+  };
   runnerJobs: {
     defaultImage: string;
     imageAllowlist: string[];
@@ -65,6 +91,13 @@ export interface ManagerConfig {
     /** Controlled non-secret defaults, e.g. PLATFORM_FRONTEND_URL for platform-ssh runs. */
     platformDefaults: Record<string, string>;
     runnerIdleExitMs: number;
+  };
+  sessions: {
+    /** A session's storage expires this long after its last send (then GC may evict it). */
+    ttlSeconds: number;
+    gcIntervalMs: number;
+    /** Where the agent keeps rollouts inside its home; the session volume is mounted there. */
+    rolloutSubdir: string;
   };
   build: { version: string; commit: string; builtAt: string | null };
 }
@@ -109,6 +142,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     apiKey,
     tenants: r.list('SVC_TENANT_ALLOWLIST', ['tenant-a', 'tenant-b']),
     policy,
+    profiles: profileSettings(r),
     logLevel: r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
     leaseTtlMs: r.int('SVC_LEASE_TTL_MS', 30_000, { min: 1000 }),
     heartbeatIntervalMs: r.int('SVC_HEARTBEAT_INTERVAL_MS', 10_000, { min: 100 }),
@@ -128,6 +162,13 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       runnerEntry: r.optional('SVC_RUNNER_ENTRY') ?? null,
       killGraceMs: r.int('SVC_RUNNER_KILL_GRACE_MS', 5000, { min: 0 }),
     },
+    secretStore: { kind: r.oneOf('SVC_SECRET_STORE', ['local', 'kubernetes'] as const, 'local') },
+    kubernetes: {
+      apiUrl: r.url('SVC_KUBE_API_URL') ?? null,
+      pollIntervalMs: r.int('SVC_KUBE_POLL_INTERVAL_MS', 5000, { min: 100, max: 60_000 }),
+      sessionStorageClass: r.string('SVC_SESSION_STORAGE_CLASS', 'local-path'),
+      sessionStorageSize: r.string('SVC_SESSION_STORAGE_SIZE', '1Gi'),
+    },
     runnerJobs: {
       defaultImage: r.string('SVC_RUNNER_IMAGE', LOCAL_RUNNER_IMAGE),
       imageAllowlist: r.list('SVC_RUNNER_IMAGE_ALLOWLIST', []),
@@ -135,6 +176,11 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       ttlSecondsAfterFinished: r.int('SVC_JOB_TTL_SECONDS', 3600, { min: 0 }),
       platformDefaults: keyValues(r, 'SVC_PLATFORM_DEFAULTS'),
       runnerIdleExitMs: r.int('SVC_RUNNER_IDLE_EXIT_MS', 120_000, { min: 100 }),
+    },
+    sessions: {
+      ttlSeconds: r.int('SVC_SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60 }),
+      gcIntervalMs: r.int('SVC_SESSION_GC_INTERVAL_MS', 5 * 60_000, { min: 100 }),
+      rolloutSubdir: r.string('SVC_AGENT_ROLLOUT_SUBDIR', 'sessions'),
     },
     build: {
       version: r.string('SVC_VERSION', '0.1.0'),
@@ -146,6 +192,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     r.fail('SVC_HEARTBEAT_INTERVAL_MS must be shorter than SVC_LEASE_TTL_MS');
   }
   if (config.tenants.length === 0) r.fail('SVC_TENANT_ALLOWLIST must name at least one tenant');
+  checkKubernetes(r, config);
   r.done();
   return config;
 }
@@ -202,6 +249,40 @@ function checkDefaultsWithinCeiling(r: EnvReader, p: PolicyLimits): void {
     r.fail('SVC_POLICY_DEFAULT_NETWORK is wider than SVC_POLICY_MAX_NETWORK');
   if (p.defaultTimeoutMs > p.maxTimeoutMs)
     r.fail('SVC_POLICY_DEFAULT_TIMEOUT_MS is above SVC_POLICY_MAX_TIMEOUT_MS');
+}
+
+function profileSettings(r: EnvReader): ProfileSettings {
+  const bridgeBaseUrl = r.url('SVC_BRIDGE_BASE_URL') ?? null;
+  if (bridgeBaseUrl !== null && !/^https?:\/\/[^/]+(\/.*)?\/v1$/.test(bridgeBaseUrl))
+    r.fail('SVC_BRIDGE_BASE_URL must be an http(s) URL ending in /v1');
+  const tenants = r.list('SVC_TENANT_ALLOWLIST', ['tenant-a', 'tenant-b']);
+  const validationTenant = r.string('SVC_VALIDATION_TENANT', tenants[0] ?? 'tenant-a');
+  if (!tenants.includes(validationTenant))
+    r.fail('SVC_VALIDATION_TENANT must be one of SVC_TENANT_ALLOWLIST');
+  return {
+    bridgeBaseUrl,
+    flashModelId: r.optional('SVC_FLASH_MODEL_ID') ?? null,
+    validationTenant,
+    validationProject: r.string('SVC_VALIDATION_PROJECT', 'provider-validation'),
+    validationTimeoutMs: r.int('SVC_VALIDATION_TIMEOUT_MS', 120_000, { min: 1000 }),
+  };
+}
+
+/** Settings the Kubernetes edges cannot work without. */
+function checkKubernetes(r: EnvReader, config: ManagerConfig): void {
+  const usesKubernetes =
+    config.launcher.kind === 'kubernetes' || config.secretStore.kind === 'kubernetes';
+  // Runner pods mount the profile, tool and session objects, which live in svc-v01 (spec/2).
+  if (usesKubernetes && config.launcher.namespace !== SECRET_NAMESPACE)
+    r.fail(
+      `SVC_NAMESPACE must be ${SECRET_NAMESPACE} with the Kubernetes launcher or Secret store`,
+    );
+  if (config.launcher.kind === 'kubernetes' && !config.publicUrl)
+    r.fail('SVC_MANAGER_PUBLIC_URL is required with SVC_LAUNCHER=kubernetes (the URL pods use)');
+  if (!/^[1-9][0-9]*(Mi|Gi|Ti)$/.test(config.kubernetes.sessionStorageSize))
+    r.fail('SVC_SESSION_STORAGE_SIZE must be a quantity such as 1Gi or 512Mi');
+  if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(config.kubernetes.sessionStorageClass))
+    r.fail('SVC_SESSION_STORAGE_CLASS must be a storage class name');
 }
 
 /** The checkout's commit, read from .git without spawning git (absent in images). */

@@ -1,16 +1,17 @@
-import { join } from 'node:path';
 import type { DestinationStream } from 'pino';
 import { connectionStringPassword, Redactor } from '@svc/contracts';
 import { buildApp, type BuiltApp } from './app.js';
 import type { ManagerConfig } from './config.js';
 import { createLogger, type Logger } from './logging.js';
 import { Maintenance } from './maintenance.js';
-import { LocalSecretStore } from './secrets/local-store.js';
+import { createSecretStore } from './secrets/create-store.js';
 import type { SecretStore } from './secrets/store.js';
 import { expireDue } from './store/commands.js';
 import { openStore, type Store } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { createLauncher } from './launcher/index.js';
+import { createSessionVolumes } from './sessions/index.js';
+import { collectExpiredSessions } from './domain/sessions/gc.js';
 import type { Launcher } from './launcher/types.js';
 import { loadCatalog } from './domain/runner-jobs/images.js';
 import { recordPhase } from './domain/runner-jobs/runner-jobs.js';
@@ -24,6 +25,7 @@ export interface RunningManager extends BuiltApp {
   secrets: SecretStore;
   launcher: Launcher;
   maintenance: Maintenance;
+  sessionGc: Maintenance;
   close(): Promise<void>;
 }
 
@@ -60,8 +62,9 @@ export async function startManager(
     await store.close();
     throw error;
   }
-  const secrets = new LocalSecretStore(join(config.dataDir, 'secrets'));
+  const secrets = createSecretStore(config);
   const launcher = createLauncher(config, logger);
+  const sessionVolumes = createSessionVolumes(config);
   let listeningUrl = '';
   const built = await buildApp({
     config,
@@ -69,6 +72,7 @@ export async function startManager(
     logger,
     redactor,
     secrets,
+    sessionVolumes,
     runnerJobs: {
       launcher,
       images: {
@@ -98,7 +102,13 @@ export async function startManager(
 
   const maintenance = new Maintenance(config.maintenanceIntervalMs, logger);
   maintenance.add({ name: 'command-expiry', run: () => expireDue(store.db) });
+  const gc = new Maintenance(config.sessions.gcIntervalMs, logger);
+  gc.add({
+    name: 'session-gc',
+    run: () => collectExpiredSessions(built.ctx, { volumes: sessionVolumes }),
+  });
   maintenance.start();
+  gc.start();
 
   let url = '';
   if (options.listen !== false) {
@@ -116,9 +126,11 @@ export async function startManager(
     secrets,
     launcher,
     maintenance,
+    sessionGc: gc,
     close: () =>
       (closing ??= (async () => {
         await maintenance.stop();
+        await gc.stop();
         await built.app.close();
         await launcher.close();
         await store.close();

@@ -104,6 +104,19 @@ export class ManagerClient {
     return this.api.request('PATCH', `/api/v1/runs/${this.runId}/status`, body, { retry: true });
   }
 
+  refreshSessionStorage(
+    sessionId: string,
+    runnerId: string,
+    summary: { sizeBytes: number; filesCount: number; sha256: string },
+  ): Promise<unknown> {
+    return this.api.request(
+      'POST',
+      `/api/v1/sessions/${sessionId}/storage/refresh`,
+      { runnerId, ...summary },
+      { retry: true },
+    );
+  }
+
   getRun(): Promise<Run> {
     return this.api.request('GET', `/api/v1/runs/${this.runId}`, undefined, { retry: true });
   }

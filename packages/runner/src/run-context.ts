@@ -14,6 +14,8 @@ import type { RunnerConfig } from './config.js';
 import { projectCredentials, type ProjectedCredentials } from './credentials.js';
 import type { EventSink } from './event-sink.js';
 import type { RunnerLog } from './logging.js';
+import type { ManagerClient } from './manager-client.js';
+import { summarizeRolloutStorage } from './rollout-storage.js';
 
 /**
  * Everything assembled once per run and reused by every turn the runner serves: the workspace
@@ -221,6 +223,17 @@ export class RunContext {
     }
     this.log.info('agent started', { pid: this.agent.process.pid });
     return this.agent;
+  }
+
+  /** After each turn: the session volume's summary (size, files, hash), never its contents. */
+  async reportStorage(client: ManagerClient, runnerId: string): Promise<void> {
+    const session = this.config.session;
+    if (!session?.sessionId) return;
+    await client.refreshSessionStorage(
+      session.sessionId,
+      runnerId,
+      await summarizeRolloutStorage(session.mountPath),
+    );
   }
 
   async shutdown(): Promise<void> {

@@ -60,6 +60,11 @@ export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<
   const report = async (body: Omit<CommandStatusBody, 'runnerId'>) => {
     await s.sink.flush().catch(() => undefined);
     await s.client.commandStatus(command.commandId, { runnerId: s.runnerId, ...body });
+    await s.ctx
+      .reportStorage(s.client, s.runnerId)
+      .catch((error: unknown) =>
+        s.log.warn('storage summary not reported', { err: String(error) }),
+      );
   };
   try {
     await s.ctx.prepare(command.commandId);

@@ -98,6 +98,7 @@ export async function createCommand(
       .set({ command_seq: seq, latest_command_id: latest, updated_at: sql`now()` } as never)
       .where('run_id', '=', runId)
       .execute();
+    if (latest === row.command_id) await ctx.hooks.afterCommand?.(trx, run, row);
     return { row, created: true };
   });
   if (result.created) await ctx.wakeups.publish(runWakeKey(runId));

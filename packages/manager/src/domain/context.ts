@@ -1,4 +1,5 @@
-import type { Redactor, SessionPvcSummary } from '@svc/contracts';
+import type { Redactor, SessionPvcSummary, SessionRef } from '@svc/contracts';
+import type { CommandRow } from '../store/commands.js';
 import type { ManagerConfig } from '../config.js';
 import type { Logger } from '../logging.js';
 import type { Db } from '../store/db.js';
@@ -26,6 +27,10 @@ export interface Ctx {
 export interface DomainHooks {
   /** Throws `secret-unavailable` when the profile cannot be used by a new run. */
   assertProfileUsable(profile: string): Promise<void>;
+  /** A new run names a session: check it and complete its sessionRef (thread, conversation). */
+  completeSessionRef?(sessionRef: SessionRef, profile: string): Promise<SessionRef>;
+  /** A turn or resume command was created on a locked run (sessions track their active work). */
+  afterCommand?(trx: Tx, run: RunRow, command: CommandRow): Promise<void>;
   /** Before a command is created on a locked run (sessions refuse evicted storage). */
   beforeCommand?(trx: Tx, run: RunRow): Promise<void>;
   /** Before a runner job is created for a locked run (sessions refuse evicted storage). */

@@ -26,6 +26,10 @@ export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
   const executionPolicy = completeExecutionPolicy(body.executionPolicy, profile, ctx.config.policy);
   if (body.resourceBundleRef) checkResourceBundle(body.resourceBundleRef);
   await ctx.hooks.assertProfileUsable(profile);
+  const sessionRef =
+    body.sessionRef && ctx.hooks.completeSessionRef
+      ? await ctx.hooks.completeSessionRef(body.sessionRef, profile)
+      : (body.sessionRef ?? null);
 
   const row = await insertRun(ctx.db, {
     run_id: newId('run'),
@@ -37,8 +41,8 @@ export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
     execution_policy: json(executionPolicy),
     trace_sink: json(body.traceSink),
     resource_bundle_ref: body.resourceBundleRef ? json(body.resourceBundleRef) : null,
-    session_ref: body.sessionRef ? json(body.sessionRef) : null,
-    session_id: body.sessionRef?.sessionId ?? null,
+    session_ref: sessionRef ? json(sessionRef) : null,
+    session_id: sessionRef?.sessionId ?? null,
     metadata: json(body.metadata ?? {}),
     state: 'pending',
   });

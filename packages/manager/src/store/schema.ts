@@ -125,10 +125,93 @@ export interface RunnerJobsTable {
   finished_at: Timestamp | null;
 }
 
+export interface SessionsTable {
+  session_id: string;
+  conversation_id: string | null;
+  thread_id: string | null;
+  profile_threads: ColumnType<Record<string, string>, string | undefined, string>;
+  backend_profile: string;
+  tenant_id: string;
+  project_id: string;
+  run_base: Json<Record<string, unknown>>;
+  execution_state: string;
+  active_run_id: string | null;
+  active_command_id: string | null;
+  last_run_id: string | null;
+  last_command_id: string | null;
+  last_outcome: string | null;
+  version: Generated<number>;
+  storage_kind: string;
+  pvc_name: string;
+  pvc_namespace: string;
+  pvc_phase: string | null;
+  storage_size_bytes: number | null;
+  storage_files_count: number | null;
+  storage_sha256: string | null;
+  storage_updated_at: Timestamp | null;
+  storage_evicted_at: Timestamp | null;
+  expires_at: Timestamp;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+}
+
+export interface SessionReadersTable {
+  session_id: string;
+  reader_id: string;
+  read_version: number;
+  read_at: DefaultTimestamp;
+}
+
+/** Provider profiles: validations, delegated-change audit, the hash-suffix salt. */
+export interface ProviderValidationsTable {
+  validation_id: string;
+  profile: string;
+  status: string;
+  failure_kind: string | null;
+  message: string | null;
+  run_id: string | null;
+  command_id: string | null;
+  runner_job_id: string | null;
+  job_name: string | null;
+  secret_resource_version: string | null;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+  finished_at: Timestamp | null;
+}
+
+export interface ProviderProfileAuditTable {
+  audit_id: string;
+  profile: string;
+  action: string;
+  outcome: string;
+  delegated_system: string | null;
+  delegated_user_hash: string | null;
+  delegated_username_hash: string | null;
+  request_id: string | null;
+  reason: string | null;
+  trace_id: string;
+  resource_version: string | null;
+  credential_hash_suffix: string | null;
+  config_hash_suffix: string | null;
+  bridge_sync_done: boolean | null;
+  created_at: DefaultTimestamp;
+}
+
+export interface ProviderProfileSettingsTable {
+  id: number;
+  hash_salt: string;
+  created_at: DefaultTimestamp;
+}
+
 export interface Database {
   runs: RunsTable;
   commands: CommandsTable;
   events: EventsTable;
   runners: RunnersTable;
   runner_jobs: RunnerJobsTable;
+  provider_validations: ProviderValidationsTable;
+  provider_profile_audit: ProviderProfileAuditTable;
+  provider_profile_settings: ProviderProfileSettingsTable;
+  sessions: SessionsTable;
+  session_readers: SessionReadersTable;
 }

@@ -1,11 +1,15 @@
 import type { Migration, MigrationProvider } from 'kysely/migration';
 import * as core from './0001-core.js';
 import * as runnerJobs from './0002-runner-jobs.js';
+import * as sessions from './0003-sessions.js';
+import * as providerProfiles from './0004-provider-profiles.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
   '0001-core': core,
   '0002-runner-jobs': runnerJobs,
+  '0003-sessions': sessions,
+  '0004-provider-profiles': providerProfiles,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();

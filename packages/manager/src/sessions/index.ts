@@ -1,0 +1,26 @@
+import { join } from 'node:path';
+import type { ManagerConfig } from '../config.js';
+import { createKubeApis } from '../launcher/kube-api.js';
+import { KubernetesSessionVolumes } from './kubernetes-volumes.js';
+import { LocalSessionVolumes } from './local-volumes.js';
+import type { SessionVolumes } from './volumes.js';
+
+export type { SessionVolume, SessionVolumes } from './volumes.js';
+export { sessionPvcName } from './volumes.js';
+
+/** Session volumes matching the launcher: directories locally, claims in a cluster. */
+export function createSessionVolumes(config: ManagerConfig): SessionVolumes {
+  if (config.launcher.kind === 'kubernetes') {
+    return new KubernetesSessionVolumes({
+      core: createKubeApis(config.kubernetes).core,
+      namespace: config.launcher.namespace,
+      storageClass: config.kubernetes.sessionStorageClass,
+      capacity: config.kubernetes.sessionStorageSize,
+      rolloutSubdir: config.sessions.rolloutSubdir,
+    });
+  }
+  return new LocalSessionVolumes(
+    join(config.dataDir, 'sessions'),
+    config.kubernetes.sessionStorageSize,
+  );
+}
