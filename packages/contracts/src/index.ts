@@ -28,3 +28,4 @@ export * from './schemas/runner-api.js';
 export * from './schemas/backends.js';
 export * from './schemas/runner-jobs.js';
 export * from './schemas/sessions.js';
+export * from './schemas/profiles.js';

@@ -21,6 +21,7 @@ import { sessionRoutes } from './routes/sessions.js';
 import { sessionHooks } from './domain/sessions/hooks.js';
 import type { SessionVolumes } from './sessions/volumes.js';
 import { runnerJobRoutes } from './routes/runner-jobs.js';
+import { providerProfileRoutes } from './routes/provider-profiles.js';
 import type { RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { SecretStore } from './secrets/store.js';
 import type { Store } from './store/db.js';
@@ -95,6 +96,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   runnerRoutes(app, ctx);
   backendRoutes(app, ctx, deps.secrets);
   runnerJobRoutes(app, ctx, deps.runnerJobs);
+  providerProfileRoutes(app, ctx, { secrets: deps.secrets, runnerJobs: deps.runnerJobs });
   sessionRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
   await app.ready();
   return { app, ctx };

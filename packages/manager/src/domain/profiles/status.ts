@@ -1,9 +1,24 @@
-import { BUILTIN_PROFILES, PROVIDER_SECRET_PREFIX, ServiceError } from '@svc/contracts';
+import {
+  BUILTIN_PROFILES,
+  PROFILE_SLUG_PATTERN,
+  PROVIDER_SECRET_PREFIX,
+  SECRET_NAMESPACE,
+  ServiceError,
+  type ProfileStatus,
+} from '@svc/contracts';
 import type { SecretMeta, SecretStore } from '../../secrets/store.js';
-import { providerSecretName } from '../run-policy.js';
+import type { Ctx } from '../context.js';
+import { providerSecretName, secretRefRecord } from '../run-policy.js';
+import { hashSalt, secretSuffixes } from './hashing.js';
+import { readProfileSecret } from './secret-io.js';
+import { observeValidation } from './validation-outcome.js';
+import { latestValidation, toLastValidation } from './validation-records.js';
 
 export const isBuiltin = (profile: string) =>
   (BUILTIN_PROFILES as readonly string[]).includes(profile);
+
+const SLUG = new RegExp(PROFILE_SLUG_PATTERN);
+const RESERVED = ['runtime-default'];
 
 /** Keys a profile's Secret must hold before the profile counts as configured. */
 export function requiredProfileKeys(profile: string): string[] {
@@ -17,7 +32,10 @@ export function missingKeys(profile: string, meta: Pick<SecretMeta, 'keys'> | nu
   return requiredProfileKeys(profile).filter((k) => !present.has(k));
 }
 
-/** New runs need a configured profile: there is no fallback to another profile. */
+/**
+ * The one gate of profile use: a new run (and a validation canary, which is a run) needs a
+ * configured profile. There is no fallback to another profile.
+ */
 export async function assertProfileUsable(secrets: SecretStore, profile: string): Promise<void> {
   const name = providerSecretName(profile);
   const secret = await secrets.list(name).then((all) => all.find((s) => s.name === name) ?? null);
@@ -33,14 +51,21 @@ export async function assertProfileUsable(secrets: SecretStore, profile: string)
   }
 }
 
-/** Profiles that exist: built-ins always, dynamic ones while a controlled Secret exists. */
+/**
+ * Profiles that exist: built-ins always, dynamic ones while a controlled Secret exists. A
+ * Secret under the prefix whose slug is invalid or reserved names no profile.
+ */
 export async function knownProfiles(
   secrets: SecretStore,
 ): Promise<
   Array<{ profile: string; builtin: boolean; configured: boolean; meta: SecretMeta | null }>
 > {
   const metas = await secrets.list(PROVIDER_SECRET_PREFIX);
-  const byProfile = new Map(metas.map((m) => [m.name.slice(PROVIDER_SECRET_PREFIX.length), m]));
+  const byProfile = new Map(
+    metas
+      .map((m) => [m.name.slice(PROVIDER_SECRET_PREFIX.length), m] as const)
+      .filter(([slug, m]) => m.namespace === SECRET_NAMESPACE && isProfileSlug(slug)),
+  );
   const names = [...new Set([...BUILTIN_PROFILES, ...byProfile.keys()])];
   return names.map((profile) => {
     const meta = byProfile.get(profile) ?? null;
@@ -51,4 +76,52 @@ export async function knownProfiles(
       meta,
     };
   });
+}
+
+function isProfileSlug(slug: string): boolean {
+  return SLUG.test(slug) && !RESERVED.includes(slug);
+}
+
+/** The redacted status of one profile: names, versions and hash suffixes, never values. */
+export async function profileStatus(
+  ctx: Ctx,
+  secrets: SecretStore,
+  profile: string,
+): Promise<ProfileStatus> {
+  const name = providerSecretName(profile);
+  const [secret, salt, last] = await Promise.all([
+    readProfileSecret(ctx, secrets, profile),
+    hashSalt(ctx.db),
+    latestValidation(ctx.db, profile),
+  ]);
+  const missing = missingKeys(profile, secret);
+  const configured = secret !== null && missing.length === 0;
+  const observed = last ? (await observeValidation(ctx, last)).row : null;
+  return {
+    profile,
+    builtin: isBuiltin(profile),
+    backendKind: 'codex-app-server',
+    configured,
+    failureKind: configured ? null : 'secret-unavailable',
+    message: configured
+      ? null
+      : secret
+        ? `Secret ${name} lacks ${missing.join(', ')}`
+        : `Secret ${name} does not exist`,
+    missingKeys: missing,
+    secretRef: secretRefRecord(SECRET_NAMESPACE, name, requiredProfileKeys(profile)),
+    resourceVersion: secret?.resourceVersion ?? null,
+    ...secretSuffixes(salt, secret?.data ?? null),
+    updatedAt: secret?.updatedAt ?? null,
+    lastValidation: observed ? toLastValidation(observed) : null,
+    valuesPrinted: false,
+  };
+}
+
+export async function listProfileStatuses(
+  ctx: Ctx,
+  secrets: SecretStore,
+): Promise<ProfileStatus[]> {
+  const known = await knownProfiles(secrets);
+  return Promise.all(known.map(({ profile }) => profileStatus(ctx, secrets, profile)));
 }

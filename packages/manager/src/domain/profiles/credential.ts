@@ -1,0 +1,62 @@
+import type { CredentialPutBody, ProfileWriteResponse } from '@svc/contracts';
+import type { SecretStore } from '../../secrets/store.js';
+import type { Ctx } from '../context.js';
+import { audited } from './audit.js';
+import { credentialConfig, parseConfigToml, renderConfigToml } from './config-toml.js';
+import { assertExpectedSecretRef, assertManageableProfile } from './rules.js';
+import { catalogFor, rewriteSecret, writeResponse } from './writes.js';
+
+/**
+ * PUT …/credential (spec/2 rules 1-4): the API key becomes auth.json inside this request and
+ * goes nowhere else. It is registered with the redactor before anything else happens, so a
+ * log line, event or error that might quote it prints `[redacted]`.
+ */
+export async function putCredential(
+  ctx: Ctx,
+  secrets: SecretStore,
+  profile: string,
+  body: CredentialPutBody,
+  traceId: string,
+): Promise<ProfileWriteResponse> {
+  ctx.redactor.add(body.apiKey);
+  const authJson = Buffer.from(
+    `${JSON.stringify({ OPENAI_API_KEY: body.apiKey, auth_mode: 'apikey' })}\n`,
+  );
+  ctx.redactor.add(authJson.toString('utf8').trim());
+  const entry = {
+    profile,
+    action: 'credential-put' as const,
+    traceId,
+    delegatedBy: body.delegatedBy,
+    reason: body.reason,
+    bridgeSyncDone: body.bridgeSyncDone,
+  };
+  return audited(
+    ctx,
+    entry,
+    async () => {
+      assertManageableProfile(profile);
+      assertExpectedSecretRef(profile, body.secretRef);
+      const written = await rewriteSecret(ctx, secrets, profile, (current) => {
+        const stored = current?.data['config.toml'];
+        const existing = stored
+          ? parseConfigToml(stored.toString('utf8'), 'the stored config.toml')
+          : null;
+        const doc = credentialConfig(profile, existing, body.config ?? {}, ctx.config.profiles);
+        return {
+          // Keys the manager does not own are kept as they are.
+          ...current?.data,
+          'auth.json': authJson,
+          'config.toml': Buffer.from(renderConfigToml(doc)),
+          ...catalogFor(profile, doc, current),
+        };
+      });
+      return writeResponse(ctx, profile, written, body.bridgeSyncDone);
+    },
+    (response) => ({
+      resourceVersion: response.resourceVersion,
+      credentialHashSuffix: response.credentialHashSuffix,
+      configHashSuffix: response.configHashSuffix,
+    }),
+  );
+}

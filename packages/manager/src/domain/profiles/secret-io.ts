@@ -1,0 +1,133 @@
+import { isServiceError, ServiceError, toError } from '@svc/contracts';
+import type { SecretMeta, SecretStore, StoredSecret } from '../../secrets/store.js';
+import type { Ctx } from '../context.js';
+import { providerSecretName } from '../run-policy.js';
+
+/**
+ * Reads and writes of a profile's Secret. Store failures become structured `infra-failed`
+ * answers (the cause goes to the log, redacted); the store's own refusals (a name outside the
+ * controlled prefix, a concurrent change) pass through as they are.
+ */
+
+/** kubectl apply copies the whole object, data included, into this annotation. */
+const LAST_APPLIED = 'kubectl.kubernetes.io/last-applied-configuration';
+export const PROFILE_ANNOTATION = 'svc.v01/provider-profile';
+const MANAGED_LABELS = {
+  'app.kubernetes.io/managed-by': 'svc-run-manager',
+  'app.kubernetes.io/component': 'provider-profile',
+};
+
+export async function readProfileSecret(
+  ctx: Pick<Ctx, 'logger' | 'redactor'>,
+  secrets: SecretStore,
+  profile: string,
+): Promise<StoredSecret | null> {
+  const name = providerSecretName(profile);
+  try {
+    const secret = await secrets.get(name);
+    if (secret) registerValues(ctx, secret.data);
+    return secret;
+  } catch (error) {
+    throw storeFailure(ctx, error, 'reading', name, 'secret-read-failed');
+  }
+}
+
+/** Metadata only (names, keys, version): no values leave the store. */
+export async function profileSecretMeta(
+  ctx: Pick<Ctx, 'logger' | 'redactor'>,
+  secrets: SecretStore,
+  profile: string,
+): Promise<SecretMeta | null> {
+  const name = providerSecretName(profile);
+  try {
+    return (await secrets.list(name)).find((s) => s.name === name) ?? null;
+  } catch (error) {
+    throw storeFailure(ctx, error, 'listing', name, 'secret-read-failed');
+  }
+}
+
+/**
+ * Replace the whole Secret, expecting the version that was read (a concurrent writer makes
+ * this fail with state-conflict rather than be silently overwritten). Labels and annotations
+ * are rebuilt: a last-applied annotation, or any label or annotation holding a value of the
+ * old or new data, is dropped.
+ */
+export async function writeProfileSecret(
+  ctx: Pick<Ctx, 'logger' | 'redactor'>,
+  secrets: SecretStore,
+  profile: string,
+  data: Record<string, Buffer>,
+  previous: StoredSecret | null,
+): Promise<SecretMeta> {
+  const name = providerSecretName(profile);
+  registerValues(ctx, data);
+  const values = [...Object.values(data), ...Object.values(previous?.data ?? {})];
+  try {
+    return await secrets.put(name, data, {
+      labels: { ...scrub(previous?.labels ?? {}, values), ...MANAGED_LABELS },
+      annotations: { ...scrub(previous?.annotations ?? {}, values), [PROFILE_ANNOTATION]: profile },
+      expectedResourceVersion: previous?.resourceVersion ?? null,
+    });
+  } catch (error) {
+    throw storeFailure(ctx, error, 'writing', name, 'secret-write-failed');
+  }
+}
+
+export async function deleteProfileSecret(
+  ctx: Pick<Ctx, 'logger' | 'redactor'>,
+  secrets: SecretStore,
+  profile: string,
+): Promise<boolean> {
+  const name = providerSecretName(profile);
+  try {
+    return await secrets.delete(name);
+  } catch (error) {
+    throw storeFailure(ctx, error, 'deleting', name, 'secret-delete-failed');
+  }
+}
+
+function scrub(entries: Record<string, string>, values: readonly Buffer[]): Record<string, string> {
+  const needles = values
+    .flatMap((v) => [v.toString('utf8').trim(), v.toString('base64')])
+    .filter((n) => n.length >= 6);
+  return Object.fromEntries(
+    Object.entries(entries).filter(
+      ([key, value]) => key !== LAST_APPLIED && !needles.some((n) => value.includes(n)),
+    ),
+  );
+}
+
+/** Every value of a profile Secret is a secret to the logs, whatever key it sits under. */
+function registerValues(ctx: Pick<Ctx, 'redactor'>, data: Record<string, Buffer>): void {
+  const auth = data['auth.json'];
+  if (!auth) return;
+  const text = auth.toString('utf8');
+  ctx.redactor.add(text.trim());
+  try {
+    // auth_mode names a login kind ("apikey"): redacting it would only shred log lines.
+    const walk = (value: unknown): void => {
+      if (typeof value === 'string') ctx.redactor.add(value);
+      else if (value && typeof value === 'object')
+        for (const [key, child] of Object.entries(value)) if (key !== 'auth_mode') walk(child);
+    };
+    walk(JSON.parse(text));
+  } catch {
+    // not JSON: the whole text is registered
+  }
+}
+
+function storeFailure(
+  ctx: Pick<Ctx, 'logger' | 'redactor'>,
+  error: unknown,
+  doing: string,
+  name: string,
+  reason: string,
+): ServiceError {
+  if (isServiceError(error)) return error;
+  const cause = ctx.redactor.redact(toError(error).message);
+  ctx.logger.error({ secretName: name, err: cause }, `${doing} a provider Secret failed`);
+  return new ServiceError('infra-failed', `${doing} Secret ${name} failed`, {
+    reason,
+    secretName: name,
+  });
+}
