@@ -3,3 +3,4 @@ export * from './processes.js';
 export * from './canary.js';
 export * from './ports.js';
 export * from './fake-provider.js';
+export * from './fake-kube.js';

@@ -2,6 +2,8 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { ManagerConfig } from '../config.js';
 import type { Logger } from '../logging.js';
+import { createKubeApis } from './kube-api.js';
+import { KubernetesLauncher } from './kubernetes.js';
 import { LocalLauncher } from './local.js';
 import type { Launcher } from './types.js';
 
@@ -16,9 +18,13 @@ const INHERITED = ['PATH', 'LANG', 'TZ', 'SVC_TEST_TAG', 'NODE_OPTIONS', 'TMPDIR
 
 export function createLauncher(config: ManagerConfig, logger: Logger): Launcher {
   if (config.launcher.kind === 'kubernetes') {
-    throw new Error(
-      'SVC_LAUNCHER=kubernetes is configured but this build has no Kubernetes launcher yet',
-    );
+    return new KubernetesLauncher({
+      apis: createKubeApis(config.kubernetes),
+      namespace: config.launcher.namespace,
+      killGraceMs: config.launcher.killGraceMs,
+      pollIntervalMs: config.kubernetes.pollIntervalMs,
+      logger,
+    });
   }
   return new LocalLauncher({
     jobsRoot: join(config.dataDir, 'jobs'),

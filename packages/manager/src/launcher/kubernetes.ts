@@ -1,0 +1,285 @@
+import type { V1Job, V1Secret } from '@kubernetes/client-node';
+import { sha256Hex, type RunnerJobPhase } from '@svc/contracts';
+import type { Logger } from '../logging.js';
+import { isStatus, kubeFailure, type KubeApis } from './kube-api.js';
+import { buildRunnerJob, jobSecretName, type JobManifestOptions } from './kube-job-manifest.js';
+import { isAdvance, isTerminal, observeJob, runnerExit } from './kube-job-status.js';
+import { LABELS, MANAGER_NAME, runnerSelector } from './kube-labels.js';
+import type {
+  ActiveJob,
+  LaunchResult,
+  Launcher,
+  PhaseListener,
+  PhaseUpdate,
+  RunnerJobSpec,
+} from './types.js';
+
+const SWEEP_MIN_AGE_MS = 10 * 60_000;
+
+export interface KubernetesLauncherOptions {
+  apis: KubeApis;
+  namespace: string;
+  /** Becomes the pod's termination grace period. */
+  killGraceMs: number;
+  /** How often Job status is read (SVC_KUBE_POLL_INTERVAL_MS). */
+  pollIntervalMs: number;
+  logger: Logger;
+}
+
+/**
+ * Runner Jobs as Kubernetes batch/v1 Jobs. Values (transientEnv, the manager token) go only
+ * into a per-job Secret `<jobName>-env`, owned by the Job so the garbage collector removes it
+ * with the Job; the Job manifest, its labels and its environment carry names and paths only.
+ * Phases are read by polling the runner Jobs of the namespace: a plain list every few seconds
+ * is cheap, survives API server restarts without watch bookkeeping, and serves every replica.
+ */
+export class KubernetesLauncher implements Launcher {
+  readonly kind = 'kubernetes' as const;
+  readonly namespace: string;
+  #listener: PhaseListener = () => Promise.resolve();
+  /** Jobs this process follows, with the last phase it reported. */
+  readonly #tracked = new Map<string, RunnerJobPhase>();
+  /** Jobs being deleted by `cancel`: their disappearance is not a failure. */
+  readonly #cancelling = new Set<string>();
+  #timer: NodeJS.Timeout | undefined;
+  #polling: Promise<void> | undefined;
+
+  constructor(private readonly options: KubernetesLauncherOptions) {
+    this.namespace = options.namespace;
+  }
+
+  get #manifest(): JobManifestOptions {
+    return { namespace: this.namespace, killGraceMs: this.options.killGraceMs };
+  }
+
+  render(spec: RunnerJobSpec): Record<string, unknown> {
+    const { job, secret, secretData } = buildRunnerJob(spec, this.#manifest);
+    return {
+      kind: 'KubernetesRunnerJob',
+      namespace: this.namespace,
+      job,
+      secret,
+      secretData: Object.entries(secretData).map(([key, value]) => ({
+        key,
+        sha256: sha256Hex(value),
+        bytes: value.length,
+      })),
+      transientEnv: spec.transientEnvSummary,
+      valuesPrinted: false,
+    };
+  }
+
+  async launch(spec: RunnerJobSpec): Promise<LaunchResult> {
+    const { job, secret, secretData } = buildRunnerJob(spec, this.#manifest);
+    const { core, batch } = this.options.apis;
+    const namespace = this.namespace;
+    const secretName = jobSecretName(spec.jobName);
+    const body: V1Secret = {
+      ...secret,
+      data: Object.fromEntries(
+        Object.entries(secretData).map(([key, value]) => [key, value.toString('base64')]),
+      ),
+    };
+    // The Secret first: the pod mounts it, and the kubelet would only retry until it exists.
+    await core
+      .createNamespacedSecret({ namespace, body })
+      .catch((error: unknown) => Promise.reject(kubeFailure(error, `create Secret ${secretName}`)));
+    let created: V1Job;
+    try {
+      created = await batch.createNamespacedJob({ namespace, body: job });
+    } catch (error) {
+      await core.deleteNamespacedSecret({ name: secretName, namespace }).catch(() => undefined);
+      throw kubeFailure(error, `create Job ${spec.jobName}`);
+    }
+    const uid = created.metadata?.uid ?? '';
+    await core
+      .patchNamespacedSecret({
+        name: secretName,
+        namespace,
+        body: [
+          {
+            op: 'add',
+            path: '/metadata/ownerReferences',
+            value: [{ apiVersion: 'batch/v1', kind: 'Job', name: spec.jobName, uid }],
+          },
+        ],
+      })
+      .catch((error: unknown) =>
+        // Its labels still name the job; the start-up sweep removes it once the Job is gone.
+        this.options.logger.warn(
+          { jobName: spec.jobName, err: kubeFailure(error, 'own Secret').message },
+          'the per-job Secret could not be tied to its Job',
+        ),
+      );
+    this.#tracked.set(spec.jobName, 'starting');
+    return {
+      phase: 'starting',
+      logPath: `kubernetes:${namespace}/job/${spec.jobName}`,
+      podIdentity: `kubernetes:${namespace}/job/${spec.jobName}#${uid}`,
+    };
+  }
+
+  /** Delete the Job; its pod gets the template's termination grace period. */
+  async cancel(jobName: string): Promise<void> {
+    let existed = true;
+    this.#cancelling.add(jobName);
+    try {
+      await this.options.apis.batch.deleteNamespacedJob({
+        name: jobName,
+        namespace: this.namespace,
+        propagationPolicy: 'Background',
+      });
+    } catch (error) {
+      if (!isStatus(error, 404)) {
+        this.#cancelling.delete(jobName);
+        throw kubeFailure(error, `delete Job ${jobName}`);
+      }
+      existed = false;
+    }
+    this.#tracked.delete(jobName);
+    try {
+      await this.#report({
+        jobName,
+        phase: 'cancelled',
+        exitCode: null,
+        summary: { reason: 'cancelled', jobDeleted: existed },
+      });
+    } finally {
+      this.#cancelling.delete(jobName);
+    }
+  }
+
+  async start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
+    this.#listener = listener;
+    for (const job of active) this.#tracked.set(job.jobName, job.phase);
+    await this.#poll();
+    await this.#sweepSecrets();
+    this.#timer = setInterval(() => {
+      this.#polling ??= this.#poll().finally(() => (this.#polling = undefined));
+    }, this.options.pollIntervalMs);
+    this.#timer.unref();
+  }
+
+  async close(): Promise<void> {
+    // Jobs outlive the manager in a cluster; only the status polling stops.
+    if (this.#timer) clearInterval(this.#timer);
+    await this.#polling;
+  }
+
+  /** One pass: report phase advances of followed Jobs, adopt live Jobs of other replicas. */
+  async #poll(): Promise<void> {
+    let jobs: V1Job[];
+    try {
+      const list = await this.options.apis.batch.listNamespacedJob({
+        namespace: this.namespace,
+        labelSelector: runnerSelector(),
+      });
+      jobs = list.items;
+    } catch (error) {
+      this.options.logger.warn(
+        { err: kubeFailure(error, 'list Jobs').message },
+        'runner Job status unavailable; retrying',
+      );
+      return;
+    }
+    const byName = new Map(jobs.map((job) => [job.metadata?.name ?? '', job]));
+    for (const [name, job] of byName) {
+      if (!this.#tracked.has(name) && !isTerminal(observeJob(job).phase))
+        this.#tracked.set(name, 'pending');
+    }
+    for (const [name, last] of [...this.#tracked]) {
+      if (this.#cancelling.has(name) || this.#tracked.get(name) !== last) continue;
+      const job = byName.get(name);
+      if (!job) {
+        this.#tracked.delete(name);
+        await this.#report({
+          jobName: name,
+          phase: 'failed',
+          exitCode: null,
+          summary: {
+            reason: 'job-not-found',
+            message: 'the Job no longer exists; it was deleted before its outcome was seen',
+          },
+        });
+        continue;
+      }
+      const observed = observeJob(job);
+      if (!isAdvance(last, observed.phase)) continue;
+      if (!isTerminal(observed.phase)) {
+        this.#tracked.set(name, observed.phase);
+        await this.#report({ jobName: name, phase: observed.phase });
+        continue;
+      }
+      this.#tracked.delete(name);
+      const exit = await this.#exit(name);
+      await this.#report({
+        jobName: name,
+        phase: observed.phase,
+        exitCode: exit.exitCode,
+        summary: {
+          exitCode: exit.exitCode,
+          pod: exit.pod,
+          condition: observed.condition?.type ?? null,
+          reason: observed.condition?.reason ?? null,
+          message: observed.condition?.message ?? null,
+        },
+      });
+    }
+  }
+
+  async #exit(jobName: string): Promise<ReturnType<typeof runnerExit>> {
+    try {
+      const pods = await this.options.apis.core.listNamespacedPod({
+        namespace: this.namespace,
+        labelSelector: `batch.kubernetes.io/job-name=${jobName}`,
+      });
+      return runnerExit(pods.items);
+    } catch {
+      return { exitCode: null, pod: null };
+    }
+  }
+
+  /** Per-job Secrets left without a Job (a failed launch, a lost owner reference). */
+  async #sweepSecrets(): Promise<void> {
+    const { core, batch } = this.options.apis;
+    try {
+      const secrets = await core.listNamespacedSecret({
+        namespace: this.namespace,
+        labelSelector: `${LABELS.component}=runner-env,${LABELS.managedBy}=${MANAGER_NAME}`,
+      });
+      const jobs = await batch.listNamespacedJob({
+        namespace: this.namespace,
+        labelSelector: runnerSelector(),
+      });
+      const live = new Set(jobs.items.map((j) => j.metadata?.name));
+      // A Secret younger than this may belong to a launch still creating its Job.
+      const settled = Date.now() - SWEEP_MIN_AGE_MS;
+      for (const secret of secrets.items) {
+        const jobName = secret.metadata?.labels?.[LABELS.jobName];
+        const created = secret.metadata?.creationTimestamp?.getTime() ?? 0;
+        if (!jobName || live.has(jobName) || secret.metadata?.ownerReferences?.length) continue;
+        if (created > settled) continue;
+        await core.deleteNamespacedSecret({
+          name: secret.metadata!.name!,
+          namespace: this.namespace,
+        });
+      }
+    } catch (error) {
+      this.options.logger.warn(
+        { err: kubeFailure(error, 'sweep per-job Secrets').message },
+        'per-job Secret sweep skipped',
+      );
+    }
+  }
+
+  async #report(update: PhaseUpdate): Promise<void> {
+    try {
+      await this.#listener(update);
+    } catch (error) {
+      this.options.logger.warn(
+        { jobName: update.jobName, err: String(error) },
+        'recording a job phase failed',
+      );
+    }
+  }
+}
