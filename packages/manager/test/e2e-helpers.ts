@@ -126,3 +126,40 @@ export async function waitFor<T>(
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** Write a profile's key and provider through the profile API, as the business backend does. */
+export async function putProfileCredential(
+  t: TestManager,
+  profile: string,
+  apiKey: string,
+  config: { model?: string; baseUrl?: string },
+  extra: Record<string, unknown> = {},
+): Promise<any> {
+  const res = await t.api('PUT', `/api/v1/provider-profiles/${profile}/credential`, {
+    apiKey,
+    config,
+    delegatedBy: { system: 'e2e-backend', requestId: `req-${profile}` },
+    ...extra,
+  });
+  assert.ok(res.status === 200 || res.status === 201, res.raw);
+  return res.body;
+}
+
+/** Start a provider validation and poll it until it is no longer running. */
+export async function validateProfile(
+  t: TestManager,
+  profile: string,
+  timeoutMs = 90_000,
+): Promise<{ started: any; outcome: any }> {
+  const started = await t.api('POST', `/api/v1/provider-profiles/${profile}/validate`);
+  assert.equal(started.status, 202, started.raw);
+  const outcome = await waitFor(
+    `validation of ${profile}`,
+    async () => {
+      const v = await t.api('GET', started.body.pollUrl);
+      return v.body.status !== 'running' ? v.body : null;
+    },
+    timeoutMs,
+  );
+  return { started: started.body, outcome };
+}

@@ -123,11 +123,13 @@ function storeFailure(
   name: string,
   reason: string,
 ): ServiceError {
-  if (isServiceError(error)) return error;
+  // The store's refusals (a foreign name, a concurrent change) are answers as they are.
+  if (isServiceError(error) && error.failureKind !== 'infra-failed') return error;
   const cause = ctx.redactor.redact(toError(error).message);
   ctx.logger.error({ secretName: name, err: cause }, `${doing} a provider Secret failed`);
   return new ServiceError('infra-failed', `${doing} Secret ${name} failed`, {
     reason,
     secretName: name,
+    ...(isServiceError(error) && error.details ? { store: { ...error.details } } : {}),
   });
 }
