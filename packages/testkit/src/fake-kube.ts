@@ -114,6 +114,14 @@ export class FakeKube {
     return this.#objects.delete(key(resource, namespace, name));
   }
 
+  /** Write an object's status as its controller would (a claim becoming Bound). */
+  setStatus(resource: string, namespace: string, name: string, status: Record<string, unknown>) {
+    const obj = this.#objects.get(key(resource, namespace, name));
+    if (!obj) throw new Error(`fake kube: no ${resource} ${namespace}/${name}`);
+    obj.status = structuredClone(status);
+    obj.metadata.resourceVersion = this.#nextRevision();
+  }
+
   /** The next request of `method` on `resource` fails with this status and reason. */
   failNext(method: string, resource: string, status: number, reason: string): void {
     this.#injected.push({ method, resource, status, reason });

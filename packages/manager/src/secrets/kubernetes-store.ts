@@ -189,7 +189,7 @@ function checkAnnotations(annotations: Record<string, string>, data: Record<stri
   if (LAST_APPLIED in annotations)
     throw new ServiceError('schema-invalid', `annotation ${LAST_APPLIED} is never written`);
   const values = Object.values(data)
-    .map((v) => v.toString('utf8').trim())
+    .flatMap((v) => [v.toString('utf8').trim(), v.toString('base64')])
     .filter((v) => v.length >= 6);
   for (const [key, text] of Object.entries(annotations)) {
     if (values.some((v) => text.includes(v)))
