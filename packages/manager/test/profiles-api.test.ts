@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { parse } from 'smol-toml';
 import { sql } from 'kysely';
 import { sha256Hex } from '@svc/contracts';
-import { runBody, startTestManager, type TestManager } from './helpers.js';
+import { startTestManager, type TestManager } from './helpers.js';
 
 const BRIDGE = 'http://bridge.svc-v01.svc.cluster.local:8080/v1';
 const BASE = '/api/v1/provider-profiles';

@@ -81,20 +81,20 @@ const backends: Backend[] = [
         env: { SVC_SECRET_STORE: 'kubernetes', SVC_KUBE_API_URL: fake.url },
       });
     },
-    async raw(_t, name) {
+    raw(_t, name) {
       const obj = fake!.get('secrets', 'svc-v01', name) as any;
-      if (!obj) return null;
+      if (!obj) return Promise.resolve(null);
       const data: Record<string, string> = {};
       for (const [k, v] of Object.entries(obj.data ?? {}))
         data[k] = Buffer.from(v as string, 'base64').toString('utf8');
-      return {
+      return Promise.resolve({
         data,
         labels: obj.metadata.labels ?? {},
         annotations: obj.metadata.annotations ?? {},
         metadataText: JSON.stringify(obj.metadata),
-      };
+      });
     },
-    async plant(_t, name, data, annotations) {
+    plant(_t, name, data, annotations) {
       fake!.seed('secrets', 'svc-v01', {
         apiVersion: 'v1',
         kind: 'Secret',
@@ -102,11 +102,13 @@ const backends: Backend[] = [
         data: Object.fromEntries(
           Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
         ),
-      } as any);
+      });
+      return Promise.resolve();
     },
-    async breakWrite() {
+    breakWrite() {
       fake!.failNext('POST', 'secrets', 500, 'InternalError');
       fake!.failNext('PUT', 'secrets', 500, 'InternalError');
+      return Promise.resolve();
     },
     async stop() {
       await fake?.close();

@@ -1,4 +1,4 @@
-import { SECRET_NAMESPACE, ServiceError } from '@svc/contracts';
+import { isServiceError, SECRET_NAMESPACE, ServiceError } from '@svc/contracts';
 import type { ProfileSettings } from '../../config.js';
 import { checkProfileSlug, providerSecretName } from '../run-policy.js';
 
@@ -17,7 +17,14 @@ export type Toml = Record<string, unknown>;
 
 /** Slug pattern and reserved names (`runtime-default`): the same check runs use. */
 export function assertManageableProfile(profile: string): void {
-  checkProfileSlug(profile);
+  try {
+    checkProfileSlug(profile);
+  } catch (error) {
+    if (!isServiceError(error)) throw error;
+    throw new ServiceError(error.failureKind, error.message.replace(/^backendProfile/, 'profile'), {
+      field: 'profile',
+    });
+  }
 }
 
 /** A caller may say which Secret it means; only the profile's own controlled Secret is allowed. */
