@@ -10,7 +10,7 @@ import type { SecretMeta, SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
 import { providerSecretName, secretRefRecord } from '../run-policy.js';
 import { hashSalt, secretSuffixes } from './hashing.js';
-import { readProfileSecret } from './secret-io.js';
+import { profileSecretMeta, readProfileSecret } from './secret-io.js';
 import { observeValidation } from './validation-outcome.js';
 import { latestValidation, toLastValidation } from './validation-records.js';
 
@@ -89,13 +89,15 @@ export async function profileStatus(
   profile: string,
 ): Promise<ProfileStatus> {
   const name = providerSecretName(profile);
-  const [secret, salt, last] = await Promise.all([
-    readProfileSecret(ctx, secrets, profile),
+  // Configured means what the run gate sees (the store's listing); values only for suffixes.
+  const [meta, salt, last] = await Promise.all([
+    profileSecretMeta(ctx, secrets, profile),
     hashSalt(ctx.db),
     latestValidation(ctx.db, profile),
   ]);
-  const missing = missingKeys(profile, secret);
-  const configured = secret !== null && missing.length === 0;
+  const secret = meta ? await readProfileSecret(ctx, secrets, profile) : null;
+  const missing = missingKeys(profile, meta);
+  const configured = meta !== null && missing.length === 0;
   const observed = last ? (await observeValidation(ctx, last)).row : null;
   return {
     profile,
@@ -105,14 +107,14 @@ export async function profileStatus(
     failureKind: configured ? null : 'secret-unavailable',
     message: configured
       ? null
-      : secret
+      : meta
         ? `Secret ${name} lacks ${missing.join(', ')}`
         : `Secret ${name} does not exist`,
     missingKeys: missing,
     secretRef: secretRefRecord(SECRET_NAMESPACE, name, requiredProfileKeys(profile)),
-    resourceVersion: secret?.resourceVersion ?? null,
+    resourceVersion: meta?.resourceVersion ?? null,
     ...secretSuffixes(salt, secret?.data ?? null),
-    updatedAt: secret?.updatedAt ?? null,
+    updatedAt: meta?.updatedAt ?? null,
     lastValidation: observed ? toLastValidation(observed) : null,
     valuesPrinted: false,
   };
