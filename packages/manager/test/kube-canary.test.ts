@@ -1,0 +1,143 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { canary, FakeKube, findCanaries, type KubeRequest } from '@svc/testkit';
+import { runBody, startTestManager, type ApiResponse, type TestManager } from './helpers.js';
+import { eventually } from './kube-helpers.js';
+
+const NS = 'svc-v01';
+const apiKey = canary('apikey');
+const providerKey = canary('provider');
+const toolToken = canary('tool');
+const labKey = canary('lab');
+const labUrl = `https://lab.example/${canary('url')}`;
+let fake: FakeKube;
+let t: TestManager;
+const responses: ApiResponse[] = [];
+
+before(async () => {
+  fake = await FakeKube.start();
+  t = await startTestManager({
+    env: {
+      SVC_API_KEY: apiKey,
+      LOG_LEVEL: 'debug',
+      SVC_LAUNCHER: 'kubernetes',
+      SVC_SECRET_STORE: 'kubernetes',
+      SVC_KUBE_API_URL: fake.url,
+      SVC_MANAGER_PUBLIC_URL: 'http://svc-run-manager.svc-v01.svc:8080',
+      SVC_KUBE_POLL_INTERVAL_MS: '100',
+    },
+  });
+  await t.manager.secrets.put('svc-v01-provider-builtin-a', {
+    'auth.json': Buffer.from(JSON.stringify({ OPENAI_API_KEY: providerKey })),
+    'config.toml': Buffer.from('model = "m"\n'),
+  });
+  await t.manager.secrets.put('svc-v01-tool-codehost', { token: Buffer.from(toolToken) });
+});
+after(async () => {
+  await t.close();
+  await fake.close();
+});
+
+async function call(method: string, path: string, body?: unknown) {
+  const response = await t.api(method, path, body);
+  responses.push(response);
+  return response;
+}
+
+/**
+ * What the fake received, minus the one place values belong: the `data` of a Secret write
+ * (the per-job Secret, and the store's own profile and tool Secrets).
+ */
+function requestsWithoutSecretData(requests: readonly KubeRequest[]): string {
+  return JSON.stringify(
+    requests.map((r) => {
+      const body = r.body as Record<string, unknown> | null;
+      const isSecretWrite = r.path.includes('/secrets') && ['POST', 'PUT'].includes(r.method);
+      if (!isSecretWrite || !body) return [r.method, r.path, r.query, body];
+      const { data: _data, ...rest } = body;
+      return [r.method, r.path, r.query, rest];
+    }),
+  );
+}
+
+describe('secret canaries on the Kubernetes launcher', () => {
+  it('transientEnv values, the manager token and Secret contents appear nowhere but Secret data', async () => {
+    const run = await call(
+      'POST',
+      '/api/v1/runs',
+      runBody({
+        executionPolicy: {
+          secretScope: {
+            providerCredentials: [{ profile: 'builtin-a' }],
+            toolCredentials: [
+              {
+                tool: 'codehost',
+                purpose: 'pull-request',
+                secretRef: { name: 'svc-v01-tool-codehost', keys: ['token'] },
+                projection: { kind: 'env', envName: 'GH_TOKEN' },
+              },
+            ],
+          },
+        },
+      }),
+    );
+    assert.equal(run.status, 201, run.raw);
+    const runId = run.body.runId as string;
+    const command = await call('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'work' },
+    });
+    const transientEnv = [
+      { name: 'LAB_API_KEY', value: labKey },
+      { name: 'LAB_RUNTIME_API_URL', value: labUrl },
+    ];
+    const body = { commandId: command.body.commandId, transientEnv };
+    const dry = await call('POST', `/api/v1/runs/${runId}/runner-jobs`, { ...body, dryRun: true });
+    assert.equal(dry.status, 200, dry.raw);
+    const created = await call('POST', `/api/v1/runs/${runId}/runner-jobs`, body);
+    assert.equal(created.status, 201, created.raw);
+    const jobName = created.body.jobName as string;
+    fake.setJobState(NS, jobName, 'failed', { exitCode: 2 });
+    await eventually(async () => {
+      const job = await call(
+        'GET',
+        `/api/v1/runs/${runId}/runner-jobs/${created.body.runnerJobId}`,
+      );
+      return job.body.phase === 'failed' ? true : undefined;
+    });
+    await call('GET', `/api/v1/runs/${runId}/runner-jobs`);
+    await call('GET', `/api/v1/runs/${runId}`);
+    await call('GET', `/api/v1/runs/${runId}/events?limit=1000`);
+    await call('GET', `/api/v1/runs/${runId}/result`);
+    await call('GET', '/api/v1/provider-profiles/builtin-a');
+    await call('GET', '/health/readiness');
+
+    // The values did reach the runner: inside the per-job Secret, and nowhere else.
+    const jobSecret = fake.get('secrets', NS, `${jobName}-env`);
+    const decoded = Object.values(jobSecret?.data ?? {})
+      .map((v) => Buffer.from(v, 'base64').toString())
+      .join('\n');
+    assert.ok(decoded.includes(labKey) && decoded.includes(labUrl) && decoded.includes(apiKey));
+
+    const db = t.manager.store.db;
+    const rows = async (table: string) =>
+      JSON.stringify((await sql`SELECT * FROM ${sql.table(table)}`.execute(db)).rows);
+    const everything = [
+      ...responses.map((r) => `${r.raw}\n${JSON.stringify(r.headers)}`),
+      ...t.logs,
+      await rows('runner_jobs'),
+      await rows('runs'),
+      await rows('commands'),
+      await rows('events'),
+      JSON.stringify(fake.list('jobs', NS)),
+      JSON.stringify(fake.list('pods', NS)),
+      requestsWithoutSecretData(fake.requests),
+    ].join('\n');
+    assert.deepEqual(
+      findCanaries(everything, [apiKey, providerKey, toolToken, labKey, labUrl]),
+      [],
+    );
+    assert.ok(t.logs.length > 5, 'logs were captured');
+  });
+});
