@@ -397,6 +397,33 @@ describe('KubernetesLauncher phases and cancel', () => {
     }
   });
 
+  it('follows live Jobs of another manager once they are old enough, not fresh ones', async () => {
+    const labels = {
+      'app.kubernetes.io/name': 'svc-runner',
+      'app.kubernetes.io/managed-by': 'svc-run-manager',
+    };
+    const template = { spec: { containers: [{ name: 'runner', image: 'x' }] } };
+    fake.seed('jobs', NS, {
+      metadata: {
+        name: 'svc-v01-runner-foreign',
+        labels,
+        creationTimestamp: '2020-01-01T00:00:00Z',
+      },
+      spec: { template },
+    });
+    fake.seed('jobs', NS, {
+      metadata: { name: 'svc-v01-runner-fresh', labels },
+      spec: { template },
+    });
+    fake.setJobState(NS, 'svc-v01-runner-foreign', 'running');
+    fake.setJobState(NS, 'svc-v01-runner-fresh', 'running');
+    await launcher.start(record, []);
+    await eventually(() =>
+      phasesOf('svc-v01-runner-foreign').includes('running') ? true : undefined,
+    );
+    assert.deepEqual(phasesOf('svc-v01-runner-fresh'), [], 'its own manager reports it');
+  });
+
   it('cancel deletes the Job in the background; its per-job Secret goes with it', async () => {
     await launcher.start(record, []);
     const spec = runnerSpec();

@@ -15,6 +15,11 @@ import type {
 } from './types.js';
 
 const SWEEP_MIN_AGE_MS = 10 * 60_000;
+/**
+ * A Job this process did not launch is followed once it is this old: its own manager reports
+ * it until then, and a report racing a launch would overtake the launch's own record.
+ */
+const ADOPT_MIN_AGE_MS = 60_000;
 
 export interface KubernetesLauncherOptions {
   apis: KubeApis;
@@ -41,6 +46,8 @@ export class KubernetesLauncher implements Launcher {
   readonly #tracked = new Map<string, RunnerJobPhase>();
   /** Jobs being deleted by `cancel`: their disappearance is not a failure. */
   readonly #cancelling = new Set<string>();
+  /** Jobs being created by `launch`: followed once `launch` has returned. */
+  readonly #launching = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
   #polling: Promise<void> | undefined;
 
@@ -71,15 +78,24 @@ export class KubernetesLauncher implements Launcher {
 
   async launch(spec: RunnerJobSpec): Promise<LaunchResult> {
     const { job, secret, secretData } = buildRunnerJob(spec, this.#manifest);
-    const { core, batch } = this.options.apis;
-    const namespace = this.namespace;
-    const secretName = jobSecretName(spec.jobName);
     const body: V1Secret = {
       ...secret,
       data: Object.fromEntries(
         Object.entries(secretData).map(([key, value]) => [key, value.toString('base64')]),
       ),
     };
+    this.#launching.add(spec.jobName);
+    try {
+      return await this.#create(spec, job, body);
+    } finally {
+      this.#launching.delete(spec.jobName);
+    }
+  }
+
+  async #create(spec: RunnerJobSpec, job: V1Job, body: V1Secret): Promise<LaunchResult> {
+    const { core, batch } = this.options.apis;
+    const namespace = this.namespace;
+    const secretName = jobSecretName(spec.jobName);
     // The Secret first: the pod mounts it, and the kubelet would only retry until it exists.
     await core
       .createNamespacedSecret({ namespace, body })
@@ -183,8 +199,11 @@ export class KubernetesLauncher implements Launcher {
       return;
     }
     const byName = new Map(jobs.map((job) => [job.metadata?.name ?? '', job]));
+    const settled = Date.now() - ADOPT_MIN_AGE_MS;
     for (const [name, job] of byName) {
-      if (!this.#tracked.has(name) && !isTerminal(observeJob(job).phase))
+      if (this.#tracked.has(name) || this.#launching.has(name)) continue;
+      const created = job.metadata?.creationTimestamp?.getTime() ?? 0;
+      if (created <= settled && !isTerminal(observeJob(job).phase))
         this.#tracked.set(name, 'pending');
     }
     for (const [name, last] of [...this.#tracked]) {
