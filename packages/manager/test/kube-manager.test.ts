@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { ConfigError } from '@svc/contracts';
 import { FakeKube } from '@svc/testkit';
+import { loadConfig } from '../src/config.js';
 import { runBody, startTestManager, type TestManager } from './helpers.js';
 import { containerEnv, eventually, validateManifest } from './kube-helpers.js';
 
@@ -177,5 +179,46 @@ describe('a manager on the Kubernetes launcher and Secret store', () => {
     assert.equal(env.SVC_SESSION_PVC_MOUNT_PATH, '/home/runner/agent-home/sessions');
     assert.equal(env.SVC_AGENT_ROLLOUT_SUBDIR, 'sessions');
     assert.equal(manifest.metadata.labels['svc.dev/session-id'], sessionId);
+  });
+});
+
+describe('configuration of the Kubernetes edges', () => {
+  const problems = (env: Record<string, string>) => {
+    try {
+      loadConfig(env);
+      return [];
+    } catch (error) {
+      assert.ok(error instanceof ConfigError);
+      return [...error.problems];
+    }
+  };
+
+  it('defaults to the local launcher and store, with 1Gi local-path claims', () => {
+    const config = loadConfig({});
+    assert.equal(config.launcher.kind, 'local');
+    assert.equal(config.secretStore.kind, 'local');
+    assert.equal(config.kubernetes.sessionStorageClass, 'local-path');
+    assert.equal(config.kubernetes.sessionStorageSize, '1Gi');
+    assert.equal(config.kubernetes.apiUrl, null);
+  });
+
+  it('refuses settings the cluster edges cannot work with', () => {
+    assert.deepEqual(problems({ SVC_LAUNCHER: 'kubernetes' }), [
+      'SVC_MANAGER_PUBLIC_URL is required with SVC_LAUNCHER=kubernetes (the URL pods use)',
+    ]);
+    assert.deepEqual(problems({ SVC_SECRET_STORE: 'kubernetes', SVC_NAMESPACE: 'default' }), [
+      'SVC_NAMESPACE must be svc-v01 with the Kubernetes launcher or Secret store',
+    ]);
+    assert.equal(problems({ SVC_SECRET_STORE: 'vault' }).length, 1);
+    assert.equal(problems({ SVC_SESSION_STORAGE_SIZE: '1GB' }).length, 1);
+    assert.equal(problems({ SVC_KUBE_POLL_INTERVAL_MS: '10' }).length, 1);
+    assert.deepEqual(
+      problems({
+        SVC_LAUNCHER: 'kubernetes',
+        SVC_SECRET_STORE: 'kubernetes',
+        SVC_MANAGER_PUBLIC_URL: PUBLIC_URL,
+      }),
+      [],
+    );
   });
 });
