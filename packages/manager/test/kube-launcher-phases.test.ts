@@ -1,0 +1,177 @@
+import assert from 'node:assert/strict';
+import { after, before, beforeEach, describe, it } from 'node:test';
+import { FakeKube } from '@svc/testkit';
+import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
+import type { PhaseUpdate } from '../src/launcher/types.js';
+import { apisFor, capturedLogger, eventually, runnerSpec } from './kube-helpers.js';
+
+const NS = 'svc-v01';
+let fake: FakeKube;
+let launcher: KubernetesLauncher;
+let updates: PhaseUpdate[];
+const log = capturedLogger();
+
+const newLauncher = () =>
+  new KubernetesLauncher({
+    apis: apisFor(fake),
+    namespace: NS,
+    killGraceMs: 5000,
+    pollIntervalMs: 100,
+    logger: log.logger,
+  });
+
+before(async () => {
+  fake = await FakeKube.start();
+});
+after(() => fake.close());
+beforeEach(async () => {
+  await launcher?.close();
+  for (const resource of ['jobs', 'secrets', 'pods'])
+    for (const obj of fake.list(resource, NS)) fake.remove(resource, NS, obj.metadata.name);
+  fake.clearRequests();
+  updates = [];
+  launcher = newLauncher();
+});
+after(() => launcher?.close());
+
+describe('KubernetesLauncher phases and cancel', () => {
+  const record = (u: PhaseUpdate) => {
+    updates.push(u);
+    return Promise.resolve();
+  };
+  const phasesOf = (jobName: string) =>
+    updates.filter((u) => u.jobName === jobName).map((u) => u.phase);
+
+  it('reports running, then succeeded with the exit code, from Job status', async () => {
+    await launcher.start(record, []);
+    const spec = runnerSpec();
+    await launcher.launch(spec);
+    fake.setJobState(NS, spec.jobName, 'running');
+    await eventually(() => (phasesOf(spec.jobName).includes('running') ? true : undefined));
+    fake.setJobState(NS, spec.jobName, 'succeeded');
+    const done = await eventually(() => updates.find((u) => u.phase === 'succeeded'));
+    assert.equal(done.exitCode, 0);
+    assert.equal(done.summary?.condition, 'Complete');
+    assert.match(String(done.summary?.pod), new RegExp(`^${spec.jobName}-`));
+    assert.deepEqual(phasesOf(spec.jobName), ['running', 'succeeded']);
+    const polls = fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/jobs'));
+    assert.equal(
+      polls[0]!.query.labelSelector,
+      'app.kubernetes.io/name=svc-runner,app.kubernetes.io/managed-by=svc-run-manager',
+    );
+  });
+
+  it('reports a failed Job with its reason and exit code', async () => {
+    await launcher.start(record, []);
+    const spec = runnerSpec();
+    await launcher.launch(spec);
+    fake.setJobState(NS, spec.jobName, 'failed', { exitCode: 3, reason: 'DeadlineExceeded' });
+    const failed = await eventually(() => updates.find((u) => u.phase === 'failed'));
+    assert.equal(failed.exitCode, 3);
+    assert.equal(failed.summary?.reason, 'DeadlineExceeded');
+  });
+
+  it('reports active jobs that no longer exist as failed, and finished ones as they ended', async () => {
+    const spec = runnerSpec();
+    await launcher.launch(spec);
+    fake.setJobState(NS, spec.jobName, 'succeeded');
+    const fresh = newLauncher();
+    try {
+      await fresh.start(record, [
+        {
+          jobName: 'svc-v01-runner-gone',
+          phase: 'running',
+          podIdentity: null,
+          managerInstance: 'm',
+        },
+        { jobName: spec.jobName, phase: 'running', podIdentity: null, managerInstance: 'm' },
+      ]);
+      assert.deepEqual(
+        updates.find((u) => u.jobName === 'svc-v01-runner-gone'),
+        {
+          jobName: 'svc-v01-runner-gone',
+          phase: 'failed',
+          exitCode: null,
+          summary: {
+            reason: 'job-not-found',
+            message: 'the Job no longer exists; it was deleted before its outcome was seen',
+          },
+        },
+      );
+      assert.deepEqual(phasesOf(spec.jobName), ['succeeded']);
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it('follows live Jobs of another manager once they are old enough, not fresh ones', async () => {
+    const labels = {
+      'app.kubernetes.io/name': 'svc-runner',
+      'app.kubernetes.io/managed-by': 'svc-run-manager',
+    };
+    const template = { spec: { containers: [{ name: 'runner', image: 'x' }] } };
+    fake.seed('jobs', NS, {
+      metadata: {
+        name: 'svc-v01-runner-foreign',
+        labels,
+        creationTimestamp: '2020-01-01T00:00:00Z',
+      },
+      spec: { template },
+    });
+    fake.seed('jobs', NS, {
+      metadata: { name: 'svc-v01-runner-fresh', labels },
+      spec: { template },
+    });
+    fake.setJobState(NS, 'svc-v01-runner-foreign', 'running');
+    fake.setJobState(NS, 'svc-v01-runner-fresh', 'running');
+    await launcher.start(record, []);
+    await eventually(() =>
+      phasesOf('svc-v01-runner-foreign').includes('running') ? true : undefined,
+    );
+    assert.deepEqual(phasesOf('svc-v01-runner-fresh'), [], 'its own manager reports it');
+  });
+
+  it('cancel deletes the Job in the background; its per-job Secret goes with it', async () => {
+    await launcher.start(record, []);
+    const spec = runnerSpec();
+    await launcher.launch(spec);
+    fake.setJobState(NS, spec.jobName, 'running');
+    await launcher.cancel(spec.jobName);
+    const del = fake.requests.find((r) => r.method === 'DELETE')!;
+    assert.equal(del.path, `/apis/batch/v1/namespaces/${NS}/jobs/${spec.jobName}`);
+    assert.equal(del.query.propagationPolicy, 'Background');
+    assert.equal(fake.get('jobs', NS, spec.jobName), undefined);
+    assert.equal(fake.get('secrets', NS, `${spec.jobName}-env`), undefined);
+    assert.deepEqual(fake.list('pods', NS), []);
+    assert.equal(phasesOf(spec.jobName).at(-1), 'cancelled');
+    await new Promise((r) => setTimeout(r, 300));
+    assert.ok(!phasesOf(spec.jobName).includes('failed'), 'a cancelled job is not reported lost');
+    await launcher.cancel(spec.jobName); // already gone: no error
+  });
+
+  it('sweeps per-job Secrets whose Job is gone at start', async () => {
+    const labels = {
+      'app.kubernetes.io/component': 'runner-env',
+      'app.kubernetes.io/managed-by': 'svc-run-manager',
+      'svc.dev/job-name': 'svc-v01-runner-old',
+    };
+    fake.seed('secrets', NS, {
+      metadata: {
+        name: 'svc-v01-runner-old-env',
+        labels,
+        creationTimestamp: '2020-01-01T00:00:00Z',
+      },
+    });
+    fake.seed('secrets', NS, {
+      metadata: {
+        name: 'svc-v01-runner-new-env',
+        labels: { ...labels, 'svc.dev/job-name': 'svc-v01-runner-new' },
+      },
+    });
+    fake.seed('secrets', NS, { metadata: { name: 'kube-root-ca.crt' } });
+    await launcher.start(record, []);
+    assert.equal(fake.get('secrets', NS, 'svc-v01-runner-old-env'), undefined);
+    assert.ok(fake.get('secrets', NS, 'svc-v01-runner-new-env'), 'a young one may be mid-launch');
+    assert.ok(fake.get('secrets', NS, 'kube-root-ca.crt'));
+  });
+});
