@@ -87,7 +87,7 @@ describe('KubernetesLauncher phases and cancel', () => {
         { jobName: spec.jobName, phase: 'running', podIdentity: null, managerInstance: 'm' },
       ]);
       assert.deepEqual(
-        updates.find((u) => u.jobName === 'svc-v01-runner-gone'),
+        await eventually(() => updates.find((u) => u.jobName === 'svc-v01-runner-gone')),
         {
           jobName: 'svc-v01-runner-gone',
           phase: 'failed',
@@ -98,6 +98,7 @@ describe('KubernetesLauncher phases and cancel', () => {
           },
         },
       );
+      await eventually(() => (phasesOf(spec.jobName).length > 0 ? true : undefined));
       assert.deepEqual(phasesOf(spec.jobName), ['succeeded']);
     } finally {
       await fresh.close();
@@ -170,7 +171,10 @@ describe('KubernetesLauncher phases and cancel', () => {
     });
     fake.seed('secrets', NS, { metadata: { name: 'kube-root-ca.crt' } });
     await launcher.start(record, []);
-    assert.equal(fake.get('secrets', NS, 'svc-v01-runner-old-env'), undefined);
+    await eventually(() =>
+      fake.get('secrets', NS, 'svc-v01-runner-old-env') === undefined ? true : undefined,
+    );
+    await launcher.close(); // the first pass has finished
     assert.ok(fake.get('secrets', NS, 'svc-v01-runner-new-env'), 'a young one may be mid-launch');
     assert.ok(fake.get('secrets', NS, 'kube-root-ca.crt'));
   });

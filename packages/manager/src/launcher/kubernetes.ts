@@ -165,15 +165,18 @@ export class KubernetesLauncher implements Launcher {
     }
   }
 
-  async start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
+  /** The first pass runs in the background: an unreachable API server must not hold startup. */
+  start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
     this.#listener = listener;
     for (const job of active) this.#tracked.set(job.jobName, job.phase);
-    await this.#poll();
-    await this.#sweepSecrets();
+    this.#polling = this.#poll()
+      .then(() => this.#sweepSecrets())
+      .finally(() => (this.#polling = undefined));
     this.#timer = setInterval(() => {
       this.#polling ??= this.#poll().finally(() => (this.#polling = undefined));
     }, this.options.pollIntervalMs);
     this.#timer.unref();
+    return Promise.resolve();
   }
 
   async close(): Promise<void> {
