@@ -127,6 +127,50 @@ export async function waitFor<T>(
   }
 }
 
+/** Events of a run (first 1000). */
+export async function runEvents(t: TestManager, runId: string): Promise<any[]> {
+  return (await t.api('GET', `/api/v1/runs/${runId}/events?limit=1000`)).body.events;
+}
+
+/** Add a turn to an existing run (served by its runner while it polls). */
+export async function addTurn(t: TestManager, runId: string, prompt: string): Promise<string> {
+  const command = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+    type: 'turn',
+    payload: { prompt },
+  });
+  assert.equal(command.status, 201, command.raw);
+  return command.body.commandId as string;
+}
+
+/** SIGKILL a process group, ignoring one that is already gone. */
+export function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
+}
+
+/** A session on the e2e profile (opaque workspace). */
+export async function createSession(
+  t: TestManager,
+  extra: Record<string, unknown> = {},
+): Promise<any> {
+  const created = await t.api('POST', '/api/v1/sessions', {
+    backendProfile: 'builtin-a',
+    runBase: {
+      tenantId: 'tenant-a',
+      projectId: 'proj-1',
+      workspaceRef: { kind: 'opaque' },
+      providerId: 'openai',
+      executionPolicy: { timeoutMs: 60_000 },
+    },
+    ...extra,
+  });
+  assert.equal(created.status, 201, created.raw);
+  return created.body;
+}
+
 /** Write a profile's key and provider through the profile API, as the business backend does. */
 export async function putProfileCredential(
   t: TestManager,
