@@ -138,7 +138,7 @@ describe('the runner driving the real agent', () => {
     const { runId, commandId } = await dispatch(e, 'Wait a while.');
     await waitFor(
       'the shell command to run',
-      async () => processesWithTag(tag).some((p) => p.command.includes('sleep 37')),
+      () => processesWithTag(tag).some((p) => p.command.includes('sleep 37')),
       30_000,
     );
     const agentPid = (await runEvents(e.t, runId)).find((ev) => ev.name === 'backend.initialized')
@@ -149,7 +149,7 @@ describe('the runner driving the real agent', () => {
     assert.equal(cancelled.body.state, 'cancelled');
     await waitFor(
       'the shell and this run agent to be gone',
-      async () =>
+      () =>
         !processesWithTag(tag).some((p) => p.command.includes('sleep 37') || p.pid === agentPid),
       15_000,
     );

@@ -71,6 +71,7 @@ export async function dispatch(
   prompt: string,
   runOverrides: Record<string, unknown> = {},
   jobOverrides: Record<string, unknown> = {},
+  payloadExtra: Record<string, unknown> = {},
 ) {
   const run = await e.t.api(
     'POST',
@@ -80,7 +81,7 @@ export async function dispatch(
   assert.equal(run.status, 201, run.raw);
   const command = await e.t.api('POST', `/api/v1/runs/${run.body.runId}/commands`, {
     type: 'turn',
-    payload: { prompt },
+    payload: { prompt, ...payloadExtra },
   });
   assert.equal(command.status, 201, command.raw);
   const job = await e.t.api('POST', `/api/v1/runs/${run.body.runId}/runner-jobs`, {
@@ -115,7 +116,7 @@ export async function waitForCommand(
 
 export async function waitFor<T>(
   what: string,
-  probe: () => Promise<T | null | undefined | false>,
+  probe: () => T | null | undefined | false | Promise<T | null | undefined | false>,
   timeoutMs = 30_000,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -100,13 +100,16 @@ describe('sessions with the real agent', () => {
     await rm(join(e.t.dataDir, 'sessions', session.sessionId), { recursive: true, force: true });
     await mkdir(join(e.t.dataDir, 'sessions', session.sessionId));
     const second = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'again' })
+      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+        prompt: 'zebra-seven-lookup',
+      })
     ).body;
     const failed = await waitForCommand(e.t, second.run.runId, second.command.commandId);
     assert.equal(failed.state, 'failed');
     assert.equal(failed.failureKind, 'session-store-evicted');
     assert.equal(
-      e.provider.requestsOf().filter((r) => JSON.stringify(r.body).includes('again')).length,
+      e.provider.requestsOf().filter((r) => JSON.stringify(r.body).includes('zebra-seven-lookup'))
+        .length,
       0,
       'no substitute thread was started',
     );
