@@ -37,9 +37,7 @@ export function sessionHooks(
       if (row.storage_kind === 'evicted') throw evicted(row.session_id);
       // Thread identity: the caller's threadId wins, else the session's thread of this profile.
       const sessionThread =
-        profile === row.backend_profile
-          ? row.thread_id
-          : ((row.profile_threads[profile]) ?? null);
+        profile === row.backend_profile ? row.thread_id : (row.profile_threads[profile] ?? null);
       return {
         sessionId: row.session_id,
         conversationId: ref.conversationId ?? row.conversation_id,

@@ -107,9 +107,7 @@ export async function sendToSession(
 
   if (body.dryRun) {
     const threadId =
-      profile === row.backend_profile
-        ? row.thread_id
-        : ((row.profile_threads[profile]) ?? null);
+      profile === row.backend_profile ? row.thread_id : (row.profile_threads[profile] ?? null);
     const plan =
       decision.decision === 'steer'
         ? {
@@ -174,14 +172,14 @@ export async function sendToSession(
       .updateTable('sessions')
       .set({
         backend_profile: profile,
-        thread_id: (row.profile_threads[profile]) ?? null,
+        thread_id: row.profile_threads[profile] ?? null,
         updated_at: sql`now()`,
       } as never)
       .where('session_id', '=', sessionId)
       .execute();
   }
   const runBase = {
-    ...(row.run_base),
+    ...row.run_base,
     ...(body.runBase ?? {}),
   } as Record<string, unknown>;
   const run = await createRun(ctx, {

@@ -234,12 +234,10 @@ export async function markRead(ctx: Ctx, sessionId: string, readerId: string): P
     .insertInto('session_readers')
     .values({ session_id: sessionId, reader_id: readerId, read_version: row.version })
     .onConflict((oc) =>
-      oc
-        .columns(['session_id', 'reader_id'])
-        .doUpdateSet({
-          read_version: sql`greatest(session_readers.read_version, excluded.read_version)`,
-          read_at: sql`now()`,
-        } as never),
+      oc.columns(['session_id', 'reader_id']).doUpdateSet({
+        read_version: sql`greatest(session_readers.read_version, excluded.read_version)`,
+        read_at: sql`now()`,
+      } as never),
     )
     .execute();
   return toSession(row, await readerVersion(ctx.db, sessionId, readerId));
