@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -15,6 +16,7 @@ import {
 } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate, runBody } from './helpers.js';
+import { waitFor } from './e2e-helpers.js';
 
 const skip = (await realPostgresAvailable())
   ? false
@@ -22,7 +24,86 @@ const skip = (await realPostgresAvailable())
 const SERVER = join(import.meta.dirname, '../dist/server.js');
 const tag = ensureTestTag();
 
+/** Running (not a zombie waiting for a parent that was killed). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\S+ \(.*\) [ZX]/.test(stat);
+  } catch {
+    return false;
+  }
+}
+
 describe('crash recovery', { skip }, () => {
+  it('finds the runner jobs of a killed manager on restart, stops them and marks them failed', async () => {
+    const jobStore = await createTestStore(managerTemplate);
+    assert.equal(jobStore.kind, 'postgres');
+    const dir = await mkdtemp(join(tmpdir(), 'svc-orphans-'));
+    try {
+      await new LocalSecretStore(join(dir, 'secrets')).put('svc-v01-provider-builtin-a', {
+        'auth.json': Buffer.from('{}'),
+        'config.toml': Buffer.from(''),
+      });
+      // A runner stand-in that stays up until stopped.
+      await writeFile(
+        join(dir, 'runner.mjs'),
+        "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000);",
+      );
+      const port = await freePort();
+      const base = `http://127.0.0.1:${port}`;
+      const env = {
+        ...process.env,
+        DATABASE_URL: jobStore.url,
+        PORT: String(port),
+        SVC_DATA_DIR: dir,
+        LOG_LEVEL: 'warn',
+        SVC_RUNNER_ENTRY: join(dir, 'runner.mjs'),
+      };
+      const start = () =>
+        spawn(process.execPath, [SERVER], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+      let manager = start();
+      await waitForHttp(`${base}/health/readiness`);
+      const post = async (path: string, body: unknown) =>
+        (
+          await fetch(`${base}${path}`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify(body),
+          })
+        ).json() as Promise<any>;
+      const run = await post('/api/v1/runs', runBody());
+      const command = await post(`/api/v1/runs/${run.runId}/commands`, {
+        type: 'turn',
+        payload: { prompt: 'x' },
+      });
+      const job = await post(`/api/v1/runs/${run.runId}/runner-jobs`, {
+        commandId: command.commandId,
+      });
+      assert.equal(job.phase, 'running');
+      const pid = Number(String(job.podIdentity).split(':').at(-1));
+      manager.kill('SIGKILL');
+      await new Promise((r) => manager.once('exit', r));
+      assert.ok(alive(pid), 'the detached job outlived the killed manager');
+      manager = start();
+      try {
+        await waitForHttp(`${base}/health/readiness`);
+        const after = (await (
+          await fetch(`${base}/api/v1/runs/${run.runId}/runner-jobs/${job.runnerJobId}`)
+        ).json()) as any;
+        assert.equal(after.phase, 'failed');
+        assert.equal(after.terminalSummary.reason, 'orphaned-by-manager-restart');
+        assert.equal(after.terminalSummary.stopped, true);
+        await waitFor('the orphan to be stopped', () => !alive(pid), 5000);
+      } finally {
+        manager.kill('SIGTERM');
+        await new Promise((r) => manager.once('exit', r));
+      }
+    } finally {
+      await jobStore.drop();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   let store: TestStore;
   let dataDir: string;
   after(async () => {
