@@ -34,6 +34,19 @@ export const FAILURE_KINDS = {
     httpStatus: 409,
     meaning: 'the requested transition is not allowed from the current state',
   },
+  'attempt-in-progress': {
+    httpStatus: 409,
+    meaning:
+      'the queue task has an attempt that is dispatched or running; refresh it, or wait for its outcome',
+  },
+  'task-terminal': {
+    httpStatus: 409,
+    meaning: 'the queue task is completed or cancelled and accepts no dispatch',
+  },
+  'attempts-exhausted': {
+    httpStatus: 409,
+    meaning: 'the queue task used all of its maxAttempts; submit a new task to go on',
+  },
   'build-required': {
     httpStatus: 409,
     meaning:

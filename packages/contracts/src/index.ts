@@ -29,3 +29,4 @@ export * from './schemas/backends.js';
 export * from './schemas/runner-jobs.js';
 export * from './schemas/sessions.js';
 export * from './schemas/profiles.js';
+export * from './schemas/queue.js';

@@ -22,6 +22,7 @@ import { sessionHooks } from './domain/sessions/hooks.js';
 import type { SessionVolumes } from './sessions/volumes.js';
 import { runnerJobRoutes } from './routes/runner-jobs.js';
 import { providerProfileRoutes } from './routes/provider-profiles.js';
+import { queueRoutes } from './routes/queue.js';
 import type { RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { SecretStore } from './secrets/store.js';
 import type { Store } from './store/db.js';
@@ -98,6 +99,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   runnerJobRoutes(app, ctx, deps.runnerJobs);
   providerProfileRoutes(app, ctx, { secrets: deps.secrets, runnerJobs: deps.runnerJobs });
   sessionRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
+  queueRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
   await app.ready();
   return { app, ctx };
 }

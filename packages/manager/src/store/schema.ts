@@ -203,6 +203,106 @@ export interface ProviderProfileSettingsTable {
   created_at: DefaultTimestamp;
 }
 
+/** The task queue (migration 0005): tasks, attempts with their summaries, readers, judges. */
+export interface QueueWatermarkTable {
+  id: number;
+  change_seq: number;
+}
+
+export interface QueueTasksTable {
+  task_id: string;
+  tenant_id: string;
+  project_id: string;
+  queue: string;
+  lane: string;
+  title: string;
+  priority: number;
+  state: string;
+  backend_profile: string;
+  provider_id: string;
+  workspace_ref: Json<Record<string, unknown>>;
+  resource_bundle_ref: Json<Record<string, unknown>> | null;
+  session_ref: Json<Record<string, unknown>> | null;
+  execution_policy: Json<Record<string, unknown>> | null;
+  payload: Json<Record<string, unknown>>;
+  payload_hash: string;
+  metadata: Json<Record<string, unknown>>;
+  summary: string | null;
+  max_attempts: number;
+  attempt_count: Generated<number>;
+  failed_attempts: Generated<number>;
+  blocked_attempts: Generated<number>;
+  latest_attempt_id: string | null;
+  session_id: string | null;
+  cancel_reason: string | null;
+  version: Generated<number>;
+  change_seq: number;
+  enqueue_seq: number;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+  terminal_at: Timestamp | null;
+}
+
+export interface QueueAttemptsTable {
+  attempt_id: string;
+  task_id: string;
+  retry_index: number;
+  state: string;
+  session_id: string | null;
+  session_origin: string | null;
+  thread: string | null;
+  run_id: string | null;
+  command_id: string | null;
+  runner_job_id: string | null;
+  terminal_status: string | null;
+  failure_kind: string | null;
+  message: string | null;
+  runner_id: string | null;
+  job_name: string | null;
+  runner_phase: string | null;
+  duration_ms: number | null;
+  event_count: number | null;
+  last_event_seq: number | null;
+  supervisor: Json<Record<string, unknown>> | null;
+  supervisor_at: Timestamp | null;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+  started_at: Timestamp | null;
+  terminal_at: Timestamp | null;
+}
+
+export interface QueueReadCursorsTable {
+  reader_id: string;
+  task_id: string;
+  reader_kind: string;
+  queue: string;
+  read_version: number;
+  read_change_seq: number;
+  read_at: DefaultTimestamp;
+}
+
+export interface QueueJudgeRunsTable {
+  judge_run_id: string;
+  task_id: string;
+  attempt_id: string | null;
+  state: string;
+  request: Json<Record<string, unknown>>;
+  result: Json<Record<string, unknown>> | null;
+  failure_kind: string | null;
+  retry_suggestion: string | null;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+}
+
+export interface QueueTaskReferencesTable {
+  task_id: string;
+  position: number;
+  kind: string;
+  ref: string;
+  url: string | null;
+  title: string | null;
+}
+
 export interface Database {
   runs: RunsTable;
   commands: CommandsTable;
@@ -214,4 +314,10 @@ export interface Database {
   provider_profile_settings: ProviderProfileSettingsTable;
   sessions: SessionsTable;
   session_readers: SessionReadersTable;
+  queue_watermark: QueueWatermarkTable;
+  queue_tasks: QueueTasksTable;
+  queue_attempts: QueueAttemptsTable;
+  queue_read_cursors: QueueReadCursorsTable;
+  queue_judge_runs: QueueJudgeRunsTable;
+  queue_task_references: QueueTaskReferencesTable;
 }

@@ -3,6 +3,7 @@ import * as core from './0001-core.js';
 import * as runnerJobs from './0002-runner-jobs.js';
 import * as sessions from './0003-sessions.js';
 import * as providerProfiles from './0004-provider-profiles.js';
+import * as queue from './0005-queue.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -10,6 +11,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0002-runner-jobs': runnerJobs,
   '0003-sessions': sessions,
   '0004-provider-profiles': providerProfiles,
+  '0005-queue': queue,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();

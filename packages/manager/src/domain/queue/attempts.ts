@@ -1,0 +1,122 @@
+import { sql } from 'kysely';
+import { newId, ServiceError, type SessionRef } from '@svc/contracts';
+import { dbNow, type Tx } from '../../store/runs.js';
+import type { Ctx } from '../context.js';
+import {
+  changeTask,
+  findAttempt,
+  insertAttempt,
+  lockTask,
+  openAttempt,
+  updateAttempt,
+  type AttemptRow,
+  type TaskRow,
+} from './store.js';
+
+/**
+ * An attempt still `dispatched` with no run this long after it was created was cut off between
+ * its two steps (a crash); it no longer blocks the task. Dispatch answers within 60 s (spec/2).
+ */
+export const DISPATCH_STALL_MS = 120_000;
+
+export function stalled(attempt: AttemptRow, now: Date): boolean {
+  return (
+    attempt.state === 'dispatched' &&
+    attempt.run_id === null &&
+    now.getTime() - new Date(attempt.created_at).getTime() > DISPATCH_STALL_MS
+  );
+}
+
+/**
+ * Whether the task may get a new attempt: not completed or cancelled, no attempt in flight, and
+ * attempts left. Throws the failure kind that tells the caller what to do instead.
+ */
+export function checkDispatchable(task: TaskRow, open: AttemptRow | undefined): void {
+  if (task.state === 'completed' || task.state === 'cancelled')
+    throw new ServiceError(
+      'task-terminal',
+      `task ${task.task_id} is ${task.state}; it accepts no dispatch`,
+      { taskId: task.task_id, state: task.state },
+    );
+  if (open)
+    throw new ServiceError(
+      'attempt-in-progress',
+      `task ${task.task_id} has attempt ${open.attempt_id} ${open.state}; refresh it or wait for its outcome`,
+      { taskId: task.task_id, attemptId: open.attempt_id, attemptState: open.state },
+    );
+  if (task.attempt_count >= task.max_attempts)
+    throw new ServiceError(
+      'attempts-exhausted',
+      `task ${task.task_id} used ${task.attempt_count} of ${task.max_attempts} attempts`,
+      { taskId: task.task_id, attempts: task.attempt_count, maxAttempts: task.max_attempts },
+    );
+}
+
+export type Claim =
+  { kind: 'replay'; attempt: AttemptRow } | { kind: 'claimed'; attempt: AttemptRow; task: TaskRow };
+
+/**
+ * Step one of a dispatch, under the task's row lock: decide, then write the attempt and move
+ * the task to `dispatched`. Concurrent dispatches queue on the lock; the first one commits an
+ * attempt and the rest see it in flight. The partial unique index on open attempts backs this.
+ */
+export async function claimAttempt(
+  ctx: Ctx,
+  taskId: string,
+  attemptId: string | undefined,
+): Promise<Claim> {
+  try {
+    return await ctx.db.transaction().execute(async (trx) => {
+      const task = await lockTask(trx, taskId);
+      if (!task) throw new ServiceError('not-found', `task ${taskId} not found`);
+      if (attemptId) {
+        const known = await findAttempt(trx, attemptId);
+        if (known) return { kind: 'replay', attempt: known };
+      }
+      const recovered = await failStalled(trx, await openAttempt(trx, taskId));
+      const open = recovered ? undefined : await openAttempt(trx, taskId);
+      checkDispatchable(task, open);
+      const ref = task.session_ref as SessionRef | null;
+      const sessionId = ref?.sessionId ?? newId('ses');
+      const attempt = await insertAttempt(trx, {
+        attempt_id: attemptId ?? newId('att'),
+        task_id: taskId,
+        retry_index: task.attempt_count,
+        state: 'dispatched',
+        session_id: sessionId,
+        session_origin: ref ? 'task-session-ref' : 'bootstrapped',
+        // A session made for this attempt starts a new thread; it is never presented as resumed.
+        thread: ref ? null : 'start',
+      });
+      const changed = await changeTask(trx, taskId, {
+        state: 'dispatched',
+        latest_attempt_id: attempt.attempt_id,
+        session_id: sessionId,
+        attempt_count: sql`attempt_count + 1`,
+        ...(recovered ? { failed_attempts: sql`failed_attempts + 1` } : {}),
+      });
+      return { kind: 'claimed', attempt, task: changed };
+    });
+  } catch (error) {
+    // A unique key caught what the lock did not (an attemptId reused across tasks).
+    if ((error as { code?: string }).code === '23505')
+      throw new ServiceError(
+        'attempt-in-progress',
+        `an attempt of task ${taskId} already exists with this identity`,
+        { taskId, ...(attemptId ? { attemptId } : {}) },
+      );
+    throw error;
+  }
+}
+
+async function failStalled(trx: Tx, open: AttemptRow | undefined): Promise<boolean> {
+  if (!open || !stalled(open, await dbNow(trx))) return false;
+  await updateAttempt(trx, open.attempt_id, {
+    state: 'failed',
+    terminal_status: 'failed',
+    failure_kind: 'infra-failed',
+    message: 'dispatch was interrupted before its run was created',
+    terminal_at: sql`now()`,
+  });
+  return true;
+}

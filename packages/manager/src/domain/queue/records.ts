@@ -1,0 +1,195 @@
+import {
+  ServiceError,
+  type Attempt,
+  type JudgeRun,
+  type SessionRef,
+  type Supervisor,
+  type Task,
+  type TaskReference,
+  type TaskState,
+  type TaskSummary,
+} from '@svc/contracts';
+import type { Selectable } from 'kysely';
+import { iso, isoRequired } from '../../store/json.js';
+import type { QueueJudgeRunsTable, QueueTaskReferencesTable } from '../../store/schema.js';
+import { sessionPath } from '../sessions/records.js';
+import type { AttemptRow, TaskRow } from './store.js';
+
+/** Rows -> API records. Every field is named on purpose; nothing is read from runs or events. */
+export function toAttempt(row: AttemptRow): Attempt {
+  return {
+    attemptId: row.attempt_id,
+    taskId: row.task_id,
+    retryIndex: row.retry_index,
+    state: row.state as Attempt['state'],
+    runId: row.run_id,
+    commandId: row.command_id,
+    runnerJobId: row.runner_job_id,
+    sessionId: row.session_id,
+    sessionPath: row.session_id ? sessionPath(row.session_id) : null,
+    sessionOrigin: row.session_origin as Attempt['sessionOrigin'],
+    thread: row.thread as Attempt['thread'],
+    terminalStatus: row.terminal_status,
+    failureKind: row.failure_kind,
+    message: row.message,
+    runner: { runnerId: row.runner_id, jobName: row.job_name, phase: row.runner_phase },
+    durationMs: row.duration_ms === null ? null : Number(row.duration_ms),
+    eventCount: row.event_count,
+    lastEventSeq: row.last_event_seq,
+    outputRef:
+      row.run_id && row.command_id && row.session_id
+        ? {
+            result: `/api/v1/runs/${row.run_id}/commands/${row.command_id}/result`,
+            output: `${sessionPath(row.session_id)}/output?runId=${row.run_id}`,
+          }
+        : null,
+    supervisor: (row.supervisor as Supervisor | null) ?? null,
+    supervisorAt: iso(row.supervisor_at),
+    createdAt: isoRequired(row.created_at),
+    updatedAt: isoRequired(row.updated_at),
+    startedAt: iso(row.started_at),
+    terminalAt: iso(row.terminal_at),
+  };
+}
+
+/** The command a person runs next for this task (session commands once a session exists). */
+export function nextCommand(task: TaskRow, attempt: AttemptRow | null): string {
+  const sessionId = attempt?.session_id ?? null;
+  if (!attempt || !sessionId) return `queue dispatch ${task.task_id}`;
+  const seq = (attempt.supervisor as Supervisor | null)?.lastActivitySeq ?? null;
+  const after = seq ? ` --after-seq ${Math.max(0, seq - 20)}` : '';
+  switch (attempt.state) {
+    case 'dispatched':
+    case 'running':
+      return `sessions output ${sessionId}${after} --follow`;
+    case 'failed':
+    case 'blocked':
+      return `sessions trace ${sessionId}${after}`;
+    case 'completed':
+      return `sessions output ${sessionId}${after}`;
+    default:
+      return `sessions show ${sessionId}`;
+  }
+}
+
+export interface SummaryOptions {
+  full: boolean;
+  reader?: { readerId: string; readVersion: number | null } | null;
+}
+
+export function toSummary(
+  row: TaskRow,
+  attempt: AttemptRow | null,
+  options: SummaryOptions = { full: false },
+): TaskSummary {
+  const summary: TaskSummary = {
+    taskId: row.task_id,
+    queue: row.queue,
+    lane: row.lane,
+    title: row.title,
+    priority: row.priority,
+    state: row.state as TaskState,
+    backendProfile: row.backend_profile,
+    summary: row.summary,
+    maxAttempts: row.max_attempts,
+    counters: {
+      attempts: row.attempt_count,
+      failed: row.failed_attempts,
+      blocked: row.blocked_attempts,
+    },
+    sessionId: row.session_id,
+    sessionPath: row.session_id ? sessionPath(row.session_id) : null,
+    latestAttempt: attempt ? toAttempt(attempt) : null,
+    next: nextCommand(row, attempt),
+    version: row.version,
+    changeSeq: Number(row.change_seq),
+    updatedAt: isoRequired(row.updated_at),
+    createdAt: isoRequired(row.created_at),
+    cursor: encodeCursor({
+      kind: 'priority',
+      priority: row.priority,
+      seq: Number(row.enqueue_seq),
+    }),
+  };
+  if (options.reader) {
+    const { readerId, readVersion } = options.reader;
+    summary.reader = {
+      readerId,
+      readVersion,
+      unread: readVersion === null || readVersion < row.version,
+    };
+  }
+  if (options.full) {
+    summary.payload = row.payload;
+    summary.workspaceRef = row.workspace_ref;
+    summary.resourceBundleRef = row.resource_bundle_ref;
+    summary.metadata = row.metadata;
+  }
+  return summary;
+}
+
+export function toTask(
+  row: TaskRow,
+  attempt: AttemptRow | null,
+  references: Selectable<QueueTaskReferencesTable>[],
+  judgeRuns: Selectable<QueueJudgeRunsTable>[],
+): Task {
+  return {
+    ...toSummary(row, attempt, { full: false }),
+    tenantId: row.tenant_id,
+    projectId: row.project_id,
+    providerId: row.provider_id,
+    payload: row.payload,
+    workspaceRef: row.workspace_ref,
+    resourceBundleRef: row.resource_bundle_ref,
+    metadata: row.metadata,
+    sessionRef: (row.session_ref as SessionRef | null) ?? null,
+    executionPolicy: row.execution_policy,
+    references: references.map((r): TaskReference => ({
+      kind: r.kind as TaskReference['kind'],
+      ref: r.ref,
+      ...(r.url ? { url: r.url } : {}),
+      ...(r.title ? { title: r.title } : {}),
+    })),
+    judgeRuns: judgeRuns.map((j): JudgeRun => ({
+      judgeRunId: j.judge_run_id,
+      attemptId: j.attempt_id,
+      state: j.state,
+      request: j.request,
+      result: j.result,
+      failureKind: j.failure_kind,
+      retrySuggestion: j.retry_suggestion,
+      createdAt: isoRequired(j.created_at),
+    })),
+    cancelReason: row.cancel_reason,
+    terminalAt: iso(row.terminal_at),
+    valuesPrinted: false,
+  };
+}
+
+/**
+ * Opaque keyset cursors: queue order is (priority desc, enqueue seq asc); polling order is
+ * changeSeq asc. A cursor of one order is refused by the other.
+ */
+export type Cursor =
+  { kind: 'priority'; priority: number; seq: number } | { kind: 'seq'; seq: number };
+
+export function encodeCursor(cursor: Cursor): string {
+  const parts = cursor.kind === 'priority' ? ['p', cursor.priority, cursor.seq] : ['s', cursor.seq];
+  return Buffer.from(JSON.stringify(parts)).toString('base64url');
+}
+
+export function decodeCursor(raw: string): Cursor {
+  try {
+    const parts = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as unknown[];
+    const [kind, a, b] = parts;
+    if (kind === 'p' && Number.isInteger(a) && Number.isInteger(b))
+      return { kind: 'priority', priority: a as number, seq: b as number };
+    if (kind === 's' && Number.isInteger(a)) return { kind: 'seq', seq: a as number };
+  } catch {
+    // fall through
+  }
+  throw new ServiceError('schema-invalid', 'cursor is not a cursor this service returned', {
+    field: 'cursor',
+  });
+}

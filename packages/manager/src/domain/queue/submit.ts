@@ -1,0 +1,134 @@
+import {
+  DEFAULT_MAX_ATTEMPTS,
+  newId,
+  payloadHash,
+  ServiceError,
+  type QueuePlan,
+  type Task,
+  type TaskSubmitBody,
+} from '@svc/contracts';
+import { json } from '../../store/json.js';
+import type { Ctx } from '../context.js';
+import {
+  checkSessionRef,
+  checkTaskInputs,
+  profileOf,
+  runBaseOfBody,
+  TASK_DEFAULTS,
+} from './inputs.js';
+import { findTask, nextChangeSeq } from './store.js';
+import { getTask } from './views.js';
+
+export type SubmitOutcome =
+  { kind: 'task'; task: Task; created: boolean } | { kind: 'plan'; plan: QueuePlan };
+
+/**
+ * Store a task (state `queued`). Nothing is scheduled and no run is created. Resubmitting a
+ * taskId with the same content returns the stored task; other content is an
+ * `idempotency-conflict`.
+ */
+export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<SubmitOutcome> {
+  const session = body.sessionRef
+    ? await checkSessionRef(ctx.db, body.sessionRef, body.tenantId, body.projectId, {
+        requireStorage: true,
+      })
+    : undefined;
+  // A task continuing a session inherits its profile unless it names one (spec/2).
+  const profile = session && !body.backendProfile ? session.backend_profile : profileOf(body);
+  const runBase = runBaseOfBody(body, profile);
+  checkTaskInputs(ctx, runBase, profile, body.payload);
+  const { dryRun: _dryRun, taskId: givenId, ...content } = body;
+  const hash = payloadHash(content);
+  if (givenId) {
+    const existing = await findTask(ctx.db, givenId);
+    if (existing) {
+      if (existing.payload_hash !== hash)
+        throw new ServiceError(
+          'idempotency-conflict',
+          `task ${givenId} exists with different content`,
+          { taskId: givenId },
+        );
+      if (!body.dryRun) return { kind: 'task', task: await getTask(ctx, givenId), created: false };
+    }
+  }
+  const row = {
+    task_id: givenId ?? newId('tsk'),
+    tenant_id: body.tenantId,
+    project_id: body.projectId,
+    queue: body.queue,
+    lane: body.lane ?? TASK_DEFAULTS.lane,
+    title: body.title,
+    priority: body.priority ?? 0,
+    state: 'queued',
+    backend_profile: profile,
+    provider_id: runBase.providerId,
+    workspace_ref: json(runBase.workspaceRef),
+    resource_bundle_ref: body.resourceBundleRef ? json(body.resourceBundleRef) : null,
+    session_ref: body.sessionRef ? json(body.sessionRef) : null,
+    execution_policy: body.executionPolicy ? json(body.executionPolicy) : null,
+    payload: json(body.payload),
+    payload_hash: hash,
+    metadata: json(body.metadata ?? {}),
+    summary: body.summary ?? null,
+    max_attempts: body.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+  };
+  const references = body.references ?? [];
+
+  if (body.dryRun) {
+    return {
+      kind: 'plan',
+      plan: {
+        action: 'submit',
+        taskId: givenId ?? null,
+        dryRun: true,
+        mutation: false,
+        plan: {
+          storeTask: {
+            queue: row.queue,
+            lane: row.lane,
+            title: row.title,
+            priority: row.priority,
+            state: 'queued',
+            backendProfile: profile,
+            providerId: row.provider_id,
+            maxAttempts: row.max_attempts,
+            sessionRef: body.sessionRef ?? null,
+            references: references.length,
+          },
+          createsRun: false,
+          exists: givenId ? (await findTask(ctx.db, givenId)) !== undefined : false,
+        },
+        valuesPrinted: false,
+      },
+    };
+  }
+
+  const inserted = await ctx.db.transaction().execute(async (trx) => {
+    const seq = await nextChangeSeq(trx);
+    const task = await trx
+      .insertInto('queue_tasks')
+      .values({ ...row, change_seq: seq, enqueue_seq: seq })
+      .onConflict((oc) => oc.column('task_id').doNothing())
+      .returningAll()
+      .executeTakeFirst();
+    if (!task) return null;
+    if (references.length > 0)
+      await trx
+        .insertInto('queue_task_references')
+        .values(
+          references.map((r, position) => ({
+            task_id: task.task_id,
+            position,
+            kind: r.kind,
+            ref: r.ref,
+            url: r.url ?? null,
+            title: r.title ?? null,
+          })),
+        )
+        .execute();
+    return task;
+  });
+  // A racing submit of the same id won: answer like a resubmission.
+  if (!inserted) return submitTask(ctx, body);
+  return { kind: 'task', task: await getTask(ctx, inserted.task_id), created: true };
+}
