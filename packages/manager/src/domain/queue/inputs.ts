@@ -20,9 +20,7 @@ export function runBaseOf(task: TaskRow): RunBase {
     projectId: task.project_id,
     workspaceRef: task.workspace_ref as RunBase['workspaceRef'],
     providerId: task.provider_id,
-    ...(task.execution_policy
-      ? { executionPolicy: task.execution_policy as NonNullable<RunBase['executionPolicy']> }
-      : {}),
+    ...(task.execution_policy ? { executionPolicy: task.execution_policy } : {}),
     ...(task.resource_bundle_ref
       ? { resourceBundleRef: task.resource_bundle_ref as NonNullable<RunBase['resourceBundleRef']> }
       : {}),

@@ -143,18 +143,14 @@ export async function commander(ctx: Pick<Ctx, 'db'>, query: CommanderQuery): Pr
     unreadCount,
   ]);
   const page = rows.slice(0, limit);
-  const attempts = await latestAttempts(ctx.db, page as TaskRow[]);
+  const attempts = await latestAttempts(ctx.db, page);
   const items = page.map((row) => {
     const reason: Reason =
       row.state in RANK ? (row.state as Reason) : row.state === 'queued' ? 'queued' : 'unread';
-    const task: TaskSummary = toSummary(
-      row as TaskRow,
-      attempts.get(row.latest_attempt_id ?? '') ?? null,
-      {
-        full: query.view === 'full',
-        reader: reader ? { readerId: reader, readVersion: row.read_version ?? null } : null,
-      },
-    );
+    const task: TaskSummary = toSummary(row, attempts.get(row.latest_attempt_id ?? '') ?? null, {
+      full: query.view === 'full',
+      reader: reader ? { readerId: reader, readVersion: row.read_version ?? null } : null,
+    });
     return { reason, task };
   });
   return {
