@@ -11,7 +11,7 @@ import {
 import type { Executor } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
 import { toSummary } from './records.js';
-import { currentChangeSeq, type TaskRow } from './store.js';
+import { currentChangeSeq } from './store.js';
 import { latestAttempts } from './views.js';
 
 const MAX_GROUPS = 500;
