@@ -1,1 +1,5 @@
-export {};
+/** The command-line clients of the manager's REST API: `queue` and `sessions`. */
+export { queueProgram } from './queue-commands.js';
+export { sessionsProgram } from './sessions-commands.js';
+export { loadCliConfig, DEFAULT_MANAGER_URL, type CliConfig } from './config.js';
+export { EXIT } from './errors.js';

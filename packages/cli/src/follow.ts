@@ -1,0 +1,68 @@
+import type { EventPage, Session } from '@svc/contracts';
+import { eventLine } from './format/sessions.js';
+import type { Invocation } from './run.js';
+
+export interface EventFlags {
+  afterSeq?: number;
+  limit?: number;
+  follow?: boolean;
+}
+
+/** How often `--follow` asks again while the session's command runs. */
+const POLL_MS = 500;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Page a session's output or trace by source seq. `--follow` keeps polling, printing each new
+ * event as one bounded line (JSON mode: one compact JSON event per line), until the session's
+ * command is terminal; the run followed is the one the first page named.
+ */
+export async function sessionEvents(
+  inv: Invocation,
+  sessionId: string,
+  kind: 'output' | 'trace',
+  flags: EventFlags,
+): Promise<void> {
+  const path = `/api/v1/sessions/${encodeURIComponent(sessionId)}`;
+  const page = (afterSeq: number, runId: string | undefined) =>
+    inv.client.request<EventPage>('GET', `${path}/${kind}`, undefined, {
+      query: { afterSeq, limit: flags.limit, runId },
+    });
+
+  if (!flags.follow) {
+    const one = await page(flags.afterSeq ?? 0, undefined);
+    if (inv.config.json) return inv.out.data(one);
+    for (const event of one.events) inv.out.line(eventLine(event));
+    if (one.hasMore && one.nextAfterSeq !== null)
+      inv.out.line(`more: sessions ${kind} ${sessionId} --after-seq ${one.nextAfterSeq}`);
+    return;
+  }
+
+  let after = flags.afterSeq ?? 0;
+  let runId: string | undefined;
+  const drain = async (): Promise<void> => {
+    for (;;) {
+      const next = await page(after, runId);
+      if (!runId && next.runId) runId = next.runId;
+      for (const event of next.events)
+        if (inv.config.json) inv.out.data(event, true);
+        else inv.out.line(eventLine(event));
+      after = next.events.at(-1)?.seq ?? next.nextAfterSeq ?? after;
+      if (!next.hasMore) return;
+    }
+  };
+  for (;;) {
+    await drain();
+    const session = await inv.client.request<Session>('GET', path);
+    if (session.executionState !== 'running') {
+      // Terminal state and terminal event commit together: one last page holds the rest.
+      await drain();
+      const line = `session ${sessionId} ${session.executionState}: last outcome ${session.lastOutcome ?? '-'}`;
+      if (inv.config.json) inv.out.error(line);
+      else inv.out.line(line);
+      return;
+    }
+    await sleep(POLL_MS);
+  }
+}

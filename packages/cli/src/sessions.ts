@@ -1,0 +1,3 @@
+import { sessionsProgram } from './sessions-commands.js';
+
+process.exitCode = await sessionsProgram().run(process.argv.slice(2));
