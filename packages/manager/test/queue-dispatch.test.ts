@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import { rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import {
@@ -296,6 +298,37 @@ describe('queue dispatch', () => {
     const noAttempt = await refresh(rig.t, task.taskId);
     assert.equal(noAttempt.status, 409);
     assert.equal(noAttempt.body.details.reason, 'no-attempt');
+  });
+
+  it('records a dispatch that fails after its attempt began, and cancels the run it left', async () => {
+    const task = await submit(rig.t);
+    // The launcher cannot write job directories: its root is a file now.
+    const jobs = join(rig.t.dataDir, 'jobs');
+    await rename(jobs, `${jobs}.aside`).catch(() => undefined);
+    await writeFile(jobs, 'not a directory');
+    let res;
+    try {
+      res = await api('POST', `/api/v1/queue/tasks/${task.taskId}/dispatch`, {});
+    } finally {
+      await rm(jobs, { force: true });
+      await rename(`${jobs}.aside`, jobs).catch(() => undefined);
+    }
+    assert.equal(res.status, 502, res.raw);
+    assert.equal(res.body.failureKind, 'infra-failed');
+    const failed = await show(rig.t, task.taskId);
+    assert.equal(failed.state, 'failed');
+    assert.equal(failed.counters.failed, 1);
+    assert.equal(failed.latestAttempt.failureKind, 'infra-failed');
+    assert.equal(failed.latestAttempt.runner.phase, 'failed');
+    const run = (await api('GET', `/api/v1/runs/${failed.latestAttempt.runId}`)).body;
+    assert.equal(run.state, 'cancelled', 'no run is left waiting for a runner that never came');
+    const session = (await api('GET', failed.sessionPath)).body;
+    assert.equal(session.executionState, 'terminal');
+    const refreshed = (await refresh(rig.t, task.taskId)).body;
+    assert.equal(refreshed.state, 'failed', 'the cleanup cancel does not rewrite the outcome');
+    assert.equal(refreshed.latestAttempt.failureKind, 'infra-failed');
+    const retry = await dispatch(rig.t, task.taskId);
+    assert.equal(retry.attempt.retryIndex, 1);
   });
 
   it('recovers a task whose dispatch was cut off before its run existed', async () => {

@@ -31,6 +31,7 @@ export interface AttemptOutcome {
 }
 
 const MESSAGE_MAX = 500;
+const TERMINAL_ATTEMPT_STATES: readonly string[] = ['completed', 'failed', 'blocked', 'cancelled'];
 const bounded = (text: string | null) =>
   text && text.length > MESSAGE_MAX ? `${text.slice(0, MESSAGE_MAX - 1)}…` : text;
 const date = (value: Date | string | null | undefined) =>
@@ -39,7 +40,7 @@ const date = (value: Date | string | null | undefined) =>
 /**
  * The attempt's state from its command and run records. The command decides (a run stays open
  * between turns); a terminal run without a terminal command decides next; an acknowledged
- * command or a running run means running. A cancel recorded by the queue stays a cancel.
+ * command or a running run means running.
  */
 export function outcomeOf(attempt: AttemptRow, records: AttemptRecords): AttemptOutcome {
   const { run, command, runnerJob } = records;
@@ -49,19 +50,21 @@ export function outcomeOf(attempt: AttemptRow, records: AttemptRecords): Attempt
   let message: string | null = attempt.message;
   let terminalAt = date(attempt.terminal_at);
 
-  if (command && isTerminalCommand(command.state)) {
-    const expired = command.state === 'expired';
-    terminalStatus = expired ? 'failed' : command.state;
-    failureKind = expired ? 'command-expired' : command.failure_kind;
-    message = command.message;
-    terminalAt = date(command.terminal_at) ?? records.now;
-  } else if (run && isTerminalRun(run.state)) {
-    terminalStatus = run.state;
-    failureKind = run.failure_kind;
-    message = run.message;
-    terminalAt = date(run.terminal_at) ?? records.now;
-  }
-  if (state !== 'cancelled') {
+  // A terminal attempt keeps its outcome: the queue itself may have ended it (a cancel, a
+  // failed dispatch whose leftover run was then cancelled) before its command was terminal.
+  if (!TERMINAL_ATTEMPT_STATES.includes(state)) {
+    if (command && isTerminalCommand(command.state)) {
+      const expired = command.state === 'expired';
+      terminalStatus = expired ? 'failed' : command.state;
+      failureKind = expired ? 'command-expired' : command.failure_kind;
+      message = command.message;
+      terminalAt = date(command.terminal_at) ?? records.now;
+    } else if (run && isTerminalRun(run.state)) {
+      terminalStatus = run.state;
+      failureKind = run.failure_kind;
+      message = run.message;
+      terminalAt = date(run.terminal_at) ?? records.now;
+    }
     if (terminalStatus) state = terminalStatus as AttemptState;
     else if (command?.state === 'confirmed' || run?.state === 'running') state = 'running';
   }
