@@ -14,7 +14,7 @@ import { sendToSession } from '../sessions/send.js';
 import { checkDispatchable, claimAttempt, stalled } from './attempts.js';
 import { checkSessionRef, checkTaskInputs, runBaseOf } from './inputs.js';
 import { launchAttempt, replayAttempt, type QueueDeps } from './launch.js';
-import { openAttempt, type TaskRow } from './store.js';
+import { findAttempt, openAttempt, type TaskRow } from './store.js';
 import { getTaskRow } from './views.js';
 
 export type DispatchOutcome =
@@ -42,11 +42,7 @@ export async function dispatchTask(
 ): Promise<DispatchOutcome> {
   const task = await getTaskRow(ctx.db, taskId);
   if (body.attemptId) {
-    const known = await ctx.db
-      .selectFrom('queue_attempts')
-      .selectAll()
-      .where('attempt_id', '=', body.attemptId)
-      .executeTakeFirst();
+    const known = await findAttempt(ctx.db, body.attemptId);
     if (known) return { kind: 'dispatch', response: await replayAttempt(ctx, taskId, known) };
   }
   const open = await openAttempt(ctx.db, taskId);
