@@ -32,7 +32,7 @@ describe('queue dispatch', () => {
       metadata: { labWorkspaceId: 'ws-7' },
     });
     const started = Date.now();
-    const res = await api('POST', `/api/v1/queue/tasks/${task.taskId}/dispatch`, {});
+    const res = await api('POST', `/api/v1/queue/tasks/${task.taskId}/dispatch`);
     assert.equal(res.status, 201, res.raw);
     assert.ok(Date.now() - started < 10_000, 'dispatch returns without waiting for a turn');
     const d = res.body;
@@ -295,7 +295,7 @@ describe('queue dispatch', () => {
     const after = await show(rig.t, task.taskId);
     assert.equal(after.state, 'queued');
     assert.equal(after.counters.attempts, 0);
-    const noAttempt = await refresh(rig.t, task.taskId);
+    const noAttempt = await api('POST', `/api/v1/queue/tasks/${task.taskId}/refresh`);
     assert.equal(noAttempt.status, 409);
     assert.equal(noAttempt.body.details.reason, 'no-attempt');
   });

@@ -29,6 +29,13 @@ import { errors, type App } from './common.js';
 
 const BASE = '/api/v1/queue';
 const TaskParams = Type.Object({ taskId: Id }, { additionalProperties: false });
+/** Cancel, dispatch and refresh bodies are optional (spec/3): no body means `{}`. */
+const optionalBody = {
+  preValidation: (request: { body: unknown }, _reply: unknown, done: () => void) => {
+    request.body ??= {};
+    done();
+  },
+};
 /** A dry run of any mutation answers its plan (200) instead of the record. */
 const orPlan = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
   Type.Union([schema, QueuePlan]);
@@ -57,6 +64,7 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
   app.post(
     `${BASE}/tasks/:taskId/cancel`,
     {
+      ...optionalBody,
       schema: {
         params: TaskParams,
         body: TaskCancelBody,
@@ -64,7 +72,7 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
       },
     },
     async (request) => {
-      const outcome = await cancelTask(ctx, request.params.taskId, request.body ?? {});
+      const outcome = await cancelTask(ctx, request.params.taskId, request.body);
       return outcome.kind === 'plan' ? outcome.plan : outcome.task;
     },
   );
@@ -85,6 +93,7 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
   app.post(
     `${BASE}/tasks/:taskId/dispatch`,
     {
+      ...optionalBody,
       schema: {
         params: TaskParams,
         body: DispatchBody,
@@ -92,7 +101,7 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
       },
     },
     async (request, reply) => {
-      const outcome = await dispatchTask(ctx, deps, request.params.taskId, request.body ?? {});
+      const outcome = await dispatchTask(ctx, deps, request.params.taskId, request.body);
       if (outcome.kind === 'plan') return reply.code(200).send(outcome.plan);
       return reply.code(outcome.response.created ? 201 : 200).send(outcome.response);
     },
@@ -100,6 +109,7 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
   app.post(
     `${BASE}/tasks/:taskId/refresh`,
     {
+      ...optionalBody,
       schema: {
         params: TaskParams,
         body: RefreshBody,
@@ -107,7 +117,7 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
       },
     },
     async (request) => {
-      const outcome = await refreshTask(ctx, request.params.taskId, request.body?.dryRun ?? false);
+      const outcome = await refreshTask(ctx, request.params.taskId, request.body.dryRun ?? false);
       return outcome.kind === 'plan' ? outcome.plan : outcome.task;
     },
   );
