@@ -14,6 +14,7 @@ import {
 } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
 import { runBody, startTestManager, TestRunner } from './helpers.js';
+import { createSession, startE2E, waitForCommand } from './e2e-helpers.js';
 
 const tag = ensureTestTag();
 
@@ -74,6 +75,59 @@ describe('embedded PGlite store', () => {
       );
     } finally {
       await t.close();
+    }
+  });
+
+  it('runs a session send and a queue dispatch with the real runner and agent on the embedded store', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'svc-pglite-e2e-'));
+    dirs.push(dataDir);
+    const store: TestStore = { kind: 'pglite', dataDir, drop: () => Promise.resolve() };
+    const e = await startE2E({ store, dataDir });
+    try {
+      e.provider.enqueue(
+        { kind: 'text', text: 'embedded store answer' },
+        { kind: 'text', text: 'queue task answer' },
+      );
+      const session = await createSession(e.t);
+      const sent = (
+        await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
+      ).body;
+      assert.equal(
+        (await waitForCommand(e.t, sent.run.runId, sent.command.commandId)).state,
+        'completed',
+      );
+      assert.equal(
+        (await e.t.api('GET', `/api/v1/runs/${sent.run.runId}/result`)).body.reply,
+        'embedded store answer',
+      );
+
+      const task = await e.t.api('POST', '/api/v1/queue/tasks', {
+        tenantId: 'tenant-a',
+        projectId: 'proj-1',
+        queue: 'smoke',
+        title: 'one task',
+        backendProfile: 'builtin-a',
+        providerId: 'openai',
+        workspaceRef: { kind: 'opaque' },
+        payload: { prompt: 'do the task' },
+      });
+      assert.equal(task.status, 201, task.raw);
+      const dispatched = await e.t.api(
+        'POST',
+        `/api/v1/queue/tasks/${task.body.taskId}/dispatch`,
+        {},
+      );
+      assert.equal(dispatched.status, 201, dispatched.raw);
+      const { runId, commandId } = dispatched.body.attempt;
+      assert.equal((await waitForCommand(e.t, runId, commandId)).state, 'completed');
+      const refreshed = await e.t.api(
+        'POST',
+        `/api/v1/queue/tasks/${task.body.taskId}/refresh`,
+        {},
+      );
+      assert.equal(refreshed.body.state, 'completed', refreshed.raw);
+    } finally {
+      await e.close();
     }
   });
 

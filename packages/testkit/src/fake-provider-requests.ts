@@ -12,6 +12,8 @@ export interface RecordedRequest {
   bearer: string | null;
   body: unknown;
   receivedAt: number;
+  /** When the last byte of the answer was handed to the socket (null until then). */
+  respondedAt: number | null;
 }
 
 /** Every text the request's `input` carries (messages and tool outputs), in order. */

@@ -203,6 +203,7 @@ export class FakeProvider {
       bearer: auth?.toLowerCase().startsWith('bearer ') ? auth.slice(7) : null,
       body,
       receivedAt: Date.now(),
+      respondedAt: null,
     };
     this.requests.push(record);
     const count = this.requestsOf(kind).length;
@@ -217,6 +218,7 @@ export class FakeProvider {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const record = this.#record(req, Buffer.concat(chunks).toString('utf8'));
+    res.once('finish', () => (record.respondedAt = Date.now()));
     if (record.kind === 'compact') return this.#answerCompact(record, res);
     if (record.kind === 'other') return json(res, 404, errorBody(404));
     const step = this.#script.shift() ?? { kind: 'text', text: this.#defaultText };

@@ -3,7 +3,7 @@ import type { CommandRow } from '../store/commands.js';
 import type { ManagerConfig } from '../config.js';
 import type { Logger } from '../logging.js';
 import type { Db } from '../store/db.js';
-import type { RunRow, Tx } from '../store/runs.js';
+import type { Executor, RunRow, Tx } from '../store/runs.js';
 import type { Wakeups } from '../store/wakeups.js';
 
 /**
@@ -36,7 +36,7 @@ export interface DomainHooks {
   /** Before a runner job is created for a locked run (sessions refuse evicted storage). */
   beforeRunnerJob?(trx: Tx, run: RunRow): Promise<void>;
   /** The session volume a runner job of this run mounts, if the run has a session. */
-  sessionPvcFor?(run: RunRow): Promise<SessionPvcSummary | null>;
+  sessionPvcFor?(run: RunRow, db: Executor): Promise<SessionPvcSummary | null>;
   /** A command or run reached a terminal state (inside its transaction). */
   onTerminal(trx: Tx, change: TerminalChange): Promise<void>;
 }

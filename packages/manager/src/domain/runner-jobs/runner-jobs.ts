@@ -12,7 +12,7 @@ import {
 } from '@svc/contracts';
 import type { Launcher, RunnerJobSpec } from '../../launcher/types.js';
 import { json } from '../../store/json.js';
-import type { RunRow } from '../../store/runs.js';
+import type { Executor, RunRow } from '../../store/runs.js';
 import { getCommandRow, isTerminalCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
 import { getRunRow, isTerminalRun, lockRunOrThrow } from '../runs.js';
@@ -93,7 +93,7 @@ export async function createRunnerJob(
         return { run, row: existing, spec: null };
       }
     }
-    const prepared = await prepare(ctx, deps, run, body, image);
+    const prepared = await prepare(ctx, trx, deps, run, body, image);
     await ctx.hooks.beforeRunnerJob?.(trx, run);
     if (body.attemptId) {
       const taken = await trx
@@ -141,6 +141,7 @@ export async function createRunnerJob(
 
 async function prepare(
   ctx: Ctx,
+  db: Executor,
   deps: RunnerJobDeps,
   run: RunRow,
   body: RunnerJobCreateBody,
@@ -152,7 +153,7 @@ async function prepare(
       `run ${run.run_id} is ${run.state}; no runner job can serve it`,
       { runState: run.state },
     );
-  const command = await getCommandRow(ctx.db, body.commandId).catch(() => null);
+  const command = await getCommandRow(db, body.commandId).catch(() => null);
   if (!command || command.run_id !== run.run_id) {
     throw new ServiceError(
       'schema-invalid',
@@ -198,7 +199,7 @@ async function prepare(
         ? { name: `${jobName}-env`, namespace: deps.launcher.namespace }
         : null,
     ),
-    sessionPvc: (await ctx.hooks.sessionPvcFor?.(run)) ?? null,
+    sessionPvc: (await ctx.hooks.sessionPvcFor?.(run, db)) ?? null,
     ttlSecondsAfterFinished:
       body.retention === 'keep'
         ? 0
@@ -216,7 +217,7 @@ async function dryRun(
   image: RunnerJobSpec['image'],
 ): Promise<RunnerJob> {
   const run = await getRunRow(ctx, runId);
-  const { spec } = await prepare(ctx, deps, run, body, image);
+  const { spec } = await prepare(ctx, ctx.db, deps, run, body, image);
   return {
     runnerJobId: spec.runnerJobId,
     runId,

@@ -4,7 +4,7 @@ import type { ManagerConfig } from '../../config.js';
 import type { SessionVolumes } from '../../sessions/volumes.js';
 import type { CommandRow } from '../../store/commands.js';
 import type { Db } from '../../store/db.js';
-import type { RunRow, Tx } from '../../store/runs.js';
+import type { Executor, RunRow, Tx } from '../../store/runs.js';
 import type { DomainHooks, TerminalChange } from '../context.js';
 import { findSession } from './sessions.js';
 
@@ -86,9 +86,9 @@ export function sessionHooks(
       }
     },
 
-    async sessionPvcFor(run: RunRow): Promise<SessionPvcSummary | null> {
+    async sessionPvcFor(run: RunRow, executor: Executor): Promise<SessionPvcSummary | null> {
       if (!run.session_id) return null;
-      const row = await findSession(db, run.session_id);
+      const row = await findSession(executor, run.session_id);
       if (!row) return null;
       const volume = await volumes.get(run.session_id);
       return {
