@@ -39,6 +39,8 @@ const child = spawn(
     'tsx',
     '--test',
     `--test-concurrency=${concurrency}`,
+    // No single test may hang CI: ten minutes is far above the slowest end-to-end test.
+    '--test-timeout=600000',
     '--test-reporter=spec',
     ...selected,
   ],

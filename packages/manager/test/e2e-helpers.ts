@@ -35,8 +35,11 @@ export async function startE2E(
     provider,
     providerKey,
     async close() {
-      await t.close();
-      await provider.close();
+      try {
+        await t.close();
+      } finally {
+        await provider.close();
+      }
     },
   };
 }

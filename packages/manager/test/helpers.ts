@@ -133,7 +133,9 @@ export async function startTestManager(options: TestManagerOptions = {}): Promis
     async close() {
       await manager.close();
       if (!options.store) await store.drop();
-      if (!options.dataDir) await rm(dataDir, { recursive: true, force: true });
+      // Processes of the run may still be unwinding files: retry the removal briefly.
+      if (!options.dataDir)
+        await rm(dataDir, { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     },
   };
 }

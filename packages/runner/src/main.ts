@@ -21,7 +21,9 @@ async function main(): Promise<number> {
   const runner = new Runner(config);
   const log = runner.log;
   process.once('SIGTERM', () => {
+    // The agent runs in its own process group: take it (and its shells) down with us.
     log.info('SIGTERM received');
+    runner.terminate();
     process.exit(143);
   });
   try {

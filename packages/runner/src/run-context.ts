@@ -1,5 +1,5 @@
-import { mkdir } from 'node:fs/promises';
-import { delimiter, isAbsolute } from 'node:path';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { delimiter, isAbsolute, join } from 'node:path';
 import {
   EVENT_NAMES,
   ServiceError,
@@ -184,6 +184,7 @@ export class RunContext {
 
   async startAgent(commandId: string, attemptId: string | null): Promise<CodexAgent> {
     if (this.agent?.running) return this.agent;
+    await this.#writeLoginProfile();
     this.loadedThreads.clear();
     this.agent = await CodexAgent.start({
       codexHome: this.config.agentHome,
@@ -233,6 +234,25 @@ export class RunContext {
       session.sessionId,
       runnerId,
       await summarizeRolloutStorage(session.mountPath),
+    );
+  }
+
+  /**
+   * The agent runs shell commands in login shells, and a login shell resets PATH from
+   * /etc/profile. The runner home is this run's own, so its ~/.profile puts the run's tools
+   * back in front.
+   */
+  async #writeLoginProfile(): Promise<void> {
+    const entries = [
+      ...(this.assembly?.pathEntries ?? []),
+      ...(this.config.serviceToolsDir ? [this.config.serviceToolsDir] : []),
+    ];
+    if (entries.length === 0) return;
+    const quoted = entries.map((entry) => entry.replaceAll("'", "'\\''")).join(':');
+    await mkdir(this.config.runnerHome, { recursive: true });
+    await writeFile(
+      join(this.config.runnerHome, '.profile'),
+      `# The run's tools first on PATH (written by the runner for login shells).\nexport PATH='${quoted}':"$PATH"\n`,
     );
   }
 

@@ -135,6 +135,11 @@ export class Runner {
     return this.#stopReason === 'lease-lost' ? 1 : 0;
   }
 
+  /** Immediate stop (the Job is being deleted): kill the agent tree, do not wait. */
+  terminate(): void {
+    this.#ctx?.agent?.killTree();
+  }
+
   async #loop(maxWaitMs: number): Promise<void> {
     while (!this.#stop.signal.aborted) {
       const busy = this.#active !== null || this.#queue.length > 0;
