@@ -89,7 +89,12 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     config: deps.config,
     store: deps.store,
     redactedValueCount: () => deps.redactor.size,
-    extra: () => Promise.resolve({}),
+    extra: () =>
+      Promise.resolve({
+        launcher: deps.runnerJobs.launcher.kind,
+        secretStore: deps.secrets.kind,
+        workReady: deps.runnerJobs.workReady(),
+      }),
   });
   runRoutes(app, ctx);
   commandRoutes(app, ctx);

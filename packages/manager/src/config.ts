@@ -91,6 +91,10 @@ export interface ManagerConfig {
     /** Controlled non-secret defaults, e.g. PLATFORM_FRONTEND_URL for platform-ssh runs. */
     platformDefaults: Record<string, string>;
     runnerIdleExitMs: number;
+    /** Tools a runner refuses to start without (its SVC_REQUIRED_TOOLS). */
+    requiredTools: string[];
+    /** Tools the Kubernetes runner image declares. */
+    imageTools: string[];
   };
   sessions: {
     /** A session's storage expires this long after its last send (then GC may evict it). */
@@ -176,6 +180,19 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       ttlSecondsAfterFinished: r.int('SVC_JOB_TTL_SECONDS', 3600, { min: 0 }),
       platformDefaults: keyValues(r, 'SVC_PLATFORM_DEFAULTS'),
       runnerIdleExitMs: r.int('SVC_RUNNER_IDLE_EXIT_MS', 120_000, { min: 100 }),
+      requiredTools: r.list('SVC_REQUIRED_TOOLS', ['git', 'node']),
+      imageTools: r.list('SVC_RUNNER_TOOLS', [
+        'git',
+        'node',
+        'npm',
+        'ssh',
+        'curl',
+        'rg',
+        'kubectl',
+        'gh',
+        'jq',
+        'python3',
+      ]),
     },
     sessions: {
       ttlSeconds: r.int('SVC_SESSION_TTL_SECONDS', 7 * 24 * 3600, { min: 60 }),

@@ -11,6 +11,7 @@ import { openStore, type Store } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { createLauncher } from './launcher/index.js';
 import { createSessionVolumes } from './sessions/index.js';
+import { expectedWorkReady } from './work-ready.js';
 import { collectExpiredSessions } from './domain/sessions/gc.js';
 import type { Launcher } from './launcher/types.js';
 import { loadCatalog } from './domain/runner-jobs/images.js';
@@ -65,6 +66,7 @@ export async function startManager(
   const secrets = createSecretStore(config);
   const launcher = createLauncher(config, logger);
   const sessionVolumes = createSessionVolumes(config);
+  const workReady = await expectedWorkReady(config);
   let listeningUrl = '';
   const built = await buildApp({
     config,
@@ -81,7 +83,11 @@ export async function startManager(
         catalog: loadCatalog(config.runnerJobs.imageCatalogPath ?? undefined),
       },
       managerUrl: () => config.publicUrl ?? listeningUrl,
-      runnerEnv: () => ({ SVC_RUNNER_IDLE_EXIT_MS: String(config.runnerJobs.runnerIdleExitMs) }),
+      runnerEnv: () => ({
+        SVC_RUNNER_IDLE_EXIT_MS: String(config.runnerJobs.runnerIdleExitMs),
+        SVC_REQUIRED_TOOLS: config.runnerJobs.requiredTools.join(','),
+      }),
+      workReady: () => workReady,
     },
   });
   const active = await store.db

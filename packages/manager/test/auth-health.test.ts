@@ -101,6 +101,11 @@ describe('health', () => {
       assert.equal(health.body.build.commit, 'abc1234');
       assert.equal(health.body.redaction.valuesPrinted, false);
       assert.equal(health.body.auth.apiKeyConfigured, true);
+      const git = health.body.extra.workReady.tools.find((tool: any) => tool.name === 'git');
+      assert.deepEqual([git.present, git.required], [true, true]);
+      assert.match(git.version, /^\d+\.\d+/);
+      assert.equal(health.body.extra.workReady.valuesPrinted, false);
+      assert.equal(health.body.extra.launcher, 'local');
       assert.ok(!health.raw.includes('health-canary-key-000'));
       if (t.store.kind === 'postgres')
         assert.ok(!health.raw.includes(t.store.url), 'no connection string');

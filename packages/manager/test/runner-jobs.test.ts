@@ -97,6 +97,7 @@ describe('runner jobs', () => {
     assert.equal(body.transientEnv.valuesPrinted, false);
     assert.equal(body.valuesPrinted, false);
     assert.equal(body.image.resolvedFrom, 'default');
+    assert.equal(body.workReady.dependencyPolicy, 'preinstalled-image-only');
     assert.equal(body.polling.command, `/api/v1/runs/${runId}/commands/${commandId}`);
     assert.deepEqual(findCanaries(created.raw, [secretValue]), []);
 
@@ -262,6 +263,10 @@ describe('runner jobs', () => {
     });
     assert.equal(planned.status, 200, planned.raw);
     assert.equal(planned.body.dryRun, true);
+    assert.ok(
+      planned.body.workReady.tools.some((tool: any) => tool.name === 'git' && tool.present),
+      'the work-ready summary is in the dry run',
+    );
     assert.ok(planned.body.manifest.env.SVC_RUN_ID);
     assert.deepEqual(planned.body.manifest.secretFiles.files, [
       'transient-env.json',

@@ -126,7 +126,10 @@ function registerSecrets(name: string, text: string, redactor: Redactor): void {
     const parsed = JSON.parse(text) as Record<string, unknown>;
     const walk = (value: unknown): void => {
       if (typeof value === 'string') redactor.add(value);
-      else if (value && typeof value === 'object') Object.values(value).forEach(walk);
+      else if (value && typeof value === 'object') {
+        // auth_mode is a word like "apikey", not a secret: redacting it would shred logs.
+        for (const [key, child] of Object.entries(value)) if (key !== 'auth_mode') walk(child);
+      }
     };
     walk(parsed);
   } catch {

@@ -172,6 +172,13 @@ export function completeExecutionPolicy(
   };
 }
 
+/** Keys a profile's Secret must hold before the profile counts as configured. */
+export function requiredProfileKeys(profile: string): string[] {
+  return profile === 'builtin-d'
+    ? ['auth.json', 'config.toml', 'model-catalog.json']
+    : ['auth.json', 'config.toml'];
+}
+
 export function providerSecretName(profile: string): string {
   return `${PROVIDER_SECRET_PREFIX}${profile}`;
 }
@@ -216,7 +223,7 @@ function completeProviderCredentials(
     ref?.namespace,
     'executionPolicy.secretScope.providerCredentials[0].secretRef.namespace',
   );
-  const keys = ref?.keys ?? ['auth.json', 'config.toml'];
+  const keys = ref?.keys ?? requiredProfileKeys(profile);
   const foreign = keys.filter((k) => !PROVIDER_KEYS.includes(k));
   if (foreign.length > 0) {
     throw new ServiceError(

@@ -36,11 +36,11 @@ export function runnerJobRoutes(app: App, ctx: Ctx, deps: RunnerJobDeps): void {
         response: { 200: RunnerJobList, ...errors },
       },
     },
-    async (request) => listRunnerJobs(ctx, request.params.runId, request.query.commandId),
+    async (request) => listRunnerJobs(ctx, deps, request.params.runId, request.query.commandId),
   );
   app.get(
     '/api/v1/runs/:runId/runner-jobs/:runnerJobId',
     { schema: { params: JobParams, response: { 200: RunnerJob, ...errors } } },
-    async (request) => getRunnerJob(ctx, request.params.runId, request.params.runnerJobId),
+    async (request) => getRunnerJob(ctx, deps, request.params.runId, request.params.runnerJobId),
   );
 }

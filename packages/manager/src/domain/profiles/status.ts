@@ -8,7 +8,7 @@ import {
 } from '@svc/contracts';
 import type { SecretMeta, SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
-import { providerSecretName, secretRefRecord } from '../run-policy.js';
+import { providerSecretName, requiredProfileKeys, secretRefRecord } from '../run-policy.js';
 import { hashSalt, secretSuffixes } from './hashing.js';
 import { profileSecretMeta, readProfileSecret } from './secret-io.js';
 import { observeValidation } from './validation-outcome.js';
@@ -20,12 +20,7 @@ export const isBuiltin = (profile: string) =>
 const SLUG = new RegExp(PROFILE_SLUG_PATTERN);
 const RESERVED = ['runtime-default'];
 
-/** Keys a profile's Secret must hold before the profile counts as configured. */
-export function requiredProfileKeys(profile: string): string[] {
-  return profile === 'builtin-d'
-    ? ['auth.json', 'config.toml', 'model-catalog.json']
-    : ['auth.json', 'config.toml'];
-}
+export { requiredProfileKeys };
 
 export function missingKeys(profile: string, meta: Pick<SecretMeta, 'keys'> | null): string[] {
   const present = new Set(meta?.keys ?? []);

@@ -22,8 +22,11 @@ export function pollingPaths(
 /** Row -> record. The stored row holds summaries only; values never reach it. */
 export function toRunnerJob(
   row: RunnerJobRow,
-  extra: Pick<RunnerJob, 'providerSecretRef' | 'toolCredentials'>,
+  extra: Pick<RunnerJob, 'providerSecretRef' | 'toolCredentials'> & {
+    expectedWorkReady: RunnerJob['workReady'];
+  },
 ): RunnerJob {
+  const { expectedWorkReady, ...refs } = extra;
   return {
     runnerJobId: row.runner_job_id,
     runId: row.run_id,
@@ -38,9 +41,10 @@ export function toRunnerJob(
     phase: row.phase as RunnerJob['phase'],
     image: row.image as RunnerJob['image'],
     transientEnv: row.transient_env as RunnerJob['transientEnv'],
-    ...extra,
+    ...refs,
     sessionPvc: row.session_pvc as RunnerJob['sessionPvc'],
-    workReady: row.work_ready as RunnerJob['workReady'],
+    // What the runner reported at registration, else what its image is expected to have.
+    workReady: (row.work_ready as RunnerJob['workReady']) ?? expectedWorkReady,
     polling: pollingPaths(row.run_id, row.command_id, row.runner_job_id),
     retention: row.retention ?? 'ttl',
     ttlSecondsAfterFinished: row.ttl_seconds_after_finished,

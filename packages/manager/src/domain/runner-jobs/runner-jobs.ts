@@ -9,6 +9,7 @@ import {
   type RunnerJobCreateBody,
   type RunnerJobList,
   type RunnerJobPhase,
+  type WorkReadySummary,
 } from '@svc/contracts';
 import type { Launcher, RunnerJobSpec } from '../../launcher/types.js';
 import { json } from '../../store/json.js';
@@ -32,6 +33,8 @@ export interface RunnerJobDeps {
   managerUrl: () => string;
   /** Non-secret runner settings passed to every job. */
   runnerEnv: () => Record<string, string>;
+  /** The work-ready summary a job is expected to have before its runner reports one. */
+  workReady: () => WorkReadySummary | null;
 }
 
 export interface CreatedRunnerJob {
@@ -40,9 +43,13 @@ export interface CreatedRunnerJob {
 }
 
 const policyOf = (run: RunRow) => run.execution_policy as ExecutionPolicy;
-const extraOf = (run: RunRow) => ({
+const refsOf = (run: RunRow) => ({
   providerSecretRef: policyOf(run).secretScope.providerCredentials[0]!.secretRef,
   toolCredentials: policyOf(run).secretScope.toolCredentials,
+});
+const extraOf = (run: RunRow, deps: Pick<RunnerJobDeps, 'workReady'>) => ({
+  ...refsOf(run),
+  expectedWorkReady: deps.workReady(),
 });
 
 /**
@@ -134,9 +141,10 @@ export async function createRunnerJob(
     return { run, row, spec: prepared.spec };
   });
 
-  if (!outcome.spec) return { job: toRunnerJob(outcome.row, extraOf(outcome.run)), created: false };
+  if (!outcome.spec)
+    return { job: toRunnerJob(outcome.row, extraOf(outcome.run, deps)), created: false };
   const launched = await launch(ctx, deps, outcome.row, outcome.spec);
-  return { job: toRunnerJob(launched, extraOf(outcome.run)), created: true };
+  return { job: toRunnerJob(launched, extraOf(outcome.run, deps)), created: true };
 }
 
 async function prepare(
@@ -232,9 +240,9 @@ async function dryRun(
     phase: 'pending',
     image,
     transientEnv: spec.transientEnvSummary,
-    ...extraOf(run),
+    ...refsOf(run),
     sessionPvc: spec.sessionPvc,
-    workReady: null,
+    workReady: deps.workReady(),
     polling: pollingPaths(runId, spec.commandId, spec.runnerJobId),
     retention: body.retention ?? 'ttl',
     ttlSecondsAfterFinished: spec.ttlSecondsAfterFinished,
@@ -307,6 +315,7 @@ async function findJob(ctx: Pick<Ctx, 'db'>, runnerJobId: string): Promise<Runne
 
 export async function getRunnerJob(
   ctx: Ctx,
+  deps: Pick<RunnerJobDeps, 'workReady'>,
   runId: string,
   runnerJobId: string,
 ): Promise<RunnerJob> {
@@ -314,11 +323,12 @@ export async function getRunnerJob(
   const row = await findJob(ctx, runnerJobId);
   if (row.run_id !== runId)
     throw new ServiceError('not-found', `runner job ${runnerJobId} not found in run ${runId}`);
-  return toRunnerJob(row, extraOf(run));
+  return toRunnerJob(row, extraOf(run, deps));
 }
 
 export async function listRunnerJobs(
   ctx: Ctx,
+  deps: Pick<RunnerJobDeps, 'workReady'>,
   runId: string,
   commandId: string | undefined,
 ): Promise<RunnerJobList> {
@@ -326,7 +336,7 @@ export async function listRunnerJobs(
   let query = ctx.db.selectFrom('runner_jobs').selectAll().where('run_id', '=', runId);
   if (commandId) query = query.where('command_id', '=', commandId);
   const rows = await query.orderBy('created_at').limit(200).execute();
-  return { runId, runnerJobs: rows.map((row) => toRunnerJob(row, extraOf(run))) };
+  return { runId, runnerJobs: rows.map((row) => toRunnerJob(row, extraOf(run, deps))) };
 }
 
 /** A launcher reports a phase change: terminal phases are final. */

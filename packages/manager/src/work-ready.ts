@@ -1,0 +1,38 @@
+import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/runner';
+import type { WorkReadySummary } from '@svc/contracts';
+import type { ManagerConfig } from './config.js';
+
+/**
+ * The work-ready summary a runner Job will have, before any runner reports its own: for the
+ * local launcher the tools of this host (where local runners run), for Kubernetes the tools the
+ * runner image declares (SVC_RUNNER_TOOLS; versions come from the runner's startup report).
+ */
+export async function expectedWorkReady(config: ManagerConfig): Promise<WorkReadySummary> {
+  const required = new Set(config.runnerJobs.requiredTools);
+  if (config.launcher.kind === 'kubernetes') {
+    return {
+      tools: config.runnerJobs.imageTools.map((name) => ({
+        name,
+        version: null,
+        required: required.has(name),
+        present: true,
+      })),
+      dependencyPolicy: 'preinstalled-image-only',
+      valuesPrinted: false,
+    };
+  }
+  const detected = await detectWorkReady({
+    tools: DEFAULT_BASE_TOOLS.map((tool) => ({ ...tool, required: required.has(tool.name) })),
+    timeoutMs: 3000,
+  });
+  return {
+    tools: detected.tools.map(({ name, version, required: req, present }) => ({
+      name,
+      version,
+      required: req,
+      present,
+    })),
+    dependencyPolicy: detected.dependencyPolicy,
+    valuesPrinted: false,
+  };
+}
