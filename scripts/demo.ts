@@ -7,6 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ApiClient } from '@svc/contracts';
 import { loadConfig, startManager } from '@svc/manager';
 import { FakeProvider } from '@svc/testkit';
 
@@ -20,17 +21,9 @@ const manager = await startManager(
 );
 const base = manager.url;
 
-async function call(method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: body ? { 'content-type': 'application/json' } : {},
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const json = await response.json();
-  if (!response.ok)
-    throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-  return json;
-}
+const api = new ApiClient({ baseUrl: base });
+const call = (method: string, path: string, body?: unknown): Promise<any> =>
+  api.request(method, path, body);
 
 try {
   say(

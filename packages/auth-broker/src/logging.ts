@@ -1,7 +1,7 @@
-import { destination, pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
-import { REDACTED, type Redactor } from '@svc/contracts';
+import { destination, type DestinationStream } from 'pino';
+import { createRedactedLogger, type Logger, type Redactor } from '@svc/contracts';
 
-export type Logger = PinoLogger;
+export type { Logger } from '@svc/contracts';
 
 /**
  * The broker's operational log (standard error by default, so standard output can carry the
@@ -13,23 +13,10 @@ export function createLogger(options: {
   redactor: Redactor;
   destination?: DestinationStream;
 }): Logger {
-  return pino(
-    {
-      level: options.level,
-      base: { service: 'auth-broker' },
-      redact: {
-        paths: [
-          'req.headers.authorization',
-          'req.headers.cookie',
-          'headers.authorization',
-          'headers.cookie',
-          '*.token',
-          '*.authorization',
-        ],
-        censor: REDACTED,
-      },
-      hooks: { streamWrite: (line) => options.redactor.redact(line) },
-    },
-    options.destination ?? destination({ fd: 2, sync: false }),
-  );
+  return createRedactedLogger({
+    level: options.level,
+    redactor: options.redactor,
+    base: { service: 'auth-broker' },
+    destination: options.destination ?? destination({ fd: 2, sync: false }),
+  });
 }

@@ -18,6 +18,7 @@ export * from './ids.js';
 export * from './hashing.js';
 export * from './env.js';
 export * from './client.js';
+export * from './logging.js';
 export * from './schemas/common.js';
 export * from './schemas/runs.js';
 export * from './schemas/commands.js';

@@ -5,67 +5,28 @@
  * ratio), single append p50/p99, result envelope time on a 100,000-event run, an events page at
  * seq 900,000 of 1,000,000, runs created per second, and the manager's RSS.
  */
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { createTestStore, freePort, testServerUrl, waitForHttp } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
-import { managerTemplate, runBody } from '../test/helpers.js';
+import { runBody } from '../test/helpers.js';
+import { call as request, out, pct, requirePostgres, startManagerProcess } from './support.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const out = (label: string, value: string, target = '') =>
-  console.log(`${label.padEnd(58)} ${value.padStart(14)}  ${target}`);
-const pct = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-};
 
-if (!(await testServerUrl())) {
-  console.log('no PostgreSQL server reachable: set TEST_DATABASE_URL; benchmarks skipped');
-  process.exit(0);
-}
-const store = await createTestStore(managerTemplate);
-if (store.kind !== 'postgres') throw new Error('unreachable');
-const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
-await new LocalSecretStore(join(dataDir, 'secrets')).put('svc-v01-provider-builtin-a', {
-  'auth.json': Buffer.from('{}'),
-  'config.toml': Buffer.from(''),
-});
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const manager = spawn(process.execPath, [join(import.meta.dirname, '../dist/server.js')], {
-  env: {
-    ...process.env,
-    DATABASE_URL: store.url,
-    PORT: String(port),
-    SVC_DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn',
-    SVC_DB_POOL_SIZE: '16',
-  },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-const pool = new pg.Pool({ connectionString: store.url, max: 10 });
-
-async function call(method: string, path: string, body?: unknown): Promise<any> {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: body ? { 'content-type': 'application/json' } : {},
-    ...(body ? { body: JSON.stringify(body) } : {}),
-  });
-  const json = await response.json();
-  if (!response.ok)
-    throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
-  return json;
-}
-const rss = () => {
-  const status = readFileSync(`/proc/${manager.pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-};
+await requirePostgres();
+const manager = await startManagerProcess({ SVC_DB_POOL_SIZE: '16' }, (dataDir) =>
+  new LocalSecretStore(join(dataDir, 'secrets'))
+    .put('svc-v01-provider-builtin-a', {
+      'auth.json': Buffer.from('{}'),
+      'config.toml': Buffer.from(''),
+    })
+    .then(() => undefined),
+);
+const pool = new pg.Pool({ connectionString: manager.url, max: 10 });
+const call = (method: string, path: string, body?: unknown) =>
+  request(manager.base, method, path, body);
 let peakRss = 0;
-const rssTimer = setInterval(() => (peakRss = Math.max(peakRss, rss())), 100);
+const rssTimer = setInterval(() => (peakRss = Math.max(peakRss, manager.rssMb())), 100);
 
 async function claimedRun(runnerId: string): Promise<string> {
   const run = await call('POST', '/api/v1/runs', runBody());
@@ -85,7 +46,6 @@ const eventRow = (i: number) => ({
 });
 
 try {
-  await waitForHttp(`${base}/health/readiness`, 60_000);
   console.log(
     `PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}, ${SECONDS}s per throughput phase, node ${process.version}`,
   );
@@ -272,14 +232,11 @@ try {
   );
   out(
     'manager RSS now / peak',
-    `${rss().toFixed(0)} / ${peakRss.toFixed(0)} MB`,
+    `${manager.rssMb().toFixed(0)} / ${peakRss.toFixed(0)} MB`,
     'target <= 200 MB',
   );
 } finally {
   clearInterval(rssTimer);
-  manager.kill('SIGTERM');
-  await new Promise((r) => manager.once('exit', r));
   await pool.end();
-  await store.drop();
-  await rm(dataDir, { recursive: true, force: true });
+  await manager.stop();
 }

@@ -6,43 +6,15 @@
  * second and the page latency p50/p99 (target p50 <= 10 ms). Also: queue-order pages with a
  * cursor, one queue's polling, stats and the commander view over the same 100,000 tasks.
  */
-import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { createTestStore, freePort, testServerUrl, waitForHttp } from '@svc/testkit';
-import { managerTemplate } from '../test/helpers.js';
+import { out, pct, requirePostgres, startManagerProcess } from './support.js';
 
 const TASKS = Number(process.env.BENCH_QUEUE_TASKS ?? 100_000);
 const PAGE = 50;
-const out = (label: string, value: string, target = '') =>
-  console.log(`${label.padEnd(58)} ${value.padStart(16)}  ${target}`);
-const pct = (values: number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-};
-
-if (!(await testServerUrl())) {
-  console.log('no PostgreSQL server reachable: set TEST_DATABASE_URL; benchmarks skipped');
-  process.exit(0);
-}
-const store = await createTestStore(managerTemplate);
-if (store.kind !== 'postgres') throw new Error('unreachable');
-const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-queue-'));
-const port = await freePort();
-const base = `http://127.0.0.1:${port}`;
-const manager = spawn(process.execPath, [join(import.meta.dirname, '../dist/server.js')], {
-  env: {
-    ...process.env,
-    DATABASE_URL: store.url,
-    PORT: String(port),
-    SVC_DATA_DIR: dataDir,
-    LOG_LEVEL: 'warn',
-  },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-const pool = new pg.Pool({ connectionString: store.url, max: 2 });
+await requirePostgres();
+const manager = await startManagerProcess();
+const base = manager.base;
+const pool = new pg.Pool({ connectionString: manager.url, max: 2 });
 
 async function get(path: string): Promise<{ ms: number; body: any }> {
   const started = performance.now();
@@ -88,7 +60,6 @@ async function seed(): Promise<void> {
 }
 
 try {
-  await waitForHttp(`${base}/health/readiness`, 60_000);
   const seedStarted = performance.now();
   await seed();
   console.log(
@@ -164,9 +135,6 @@ try {
   out('stats over all tasks p50', `${pct(stats, 50).toFixed(1)} ms`);
   out('commander (queue of 25,000, with a reader) p50', `${pct(commander, 50).toFixed(1)} ms`);
 } finally {
-  manager.kill('SIGTERM');
-  await new Promise((r) => manager.once('exit', r));
   await pool.end();
-  await store.drop();
-  await rm(dataDir, { recursive: true, force: true });
+  await manager.stop();
 }

@@ -1,38 +1,9 @@
-import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
-import { REDACTED, type Redactor } from '@svc/contracts';
+import { createRedactedLogger, type Logger, type Redactor } from '@svc/contracts';
+import type { DestinationStream } from 'pino';
 
-export type Logger = PinoLogger;
+export type { Logger } from '@svc/contracts';
 
-/**
- * The manager's logger. Two layers of redaction: known secret-bearing paths are censored by
- * name, and every serialized line is scrubbed of registered secret values (API key, store
- * password, credentials seen in flight) by exact value.
- */
-export function createLogger(options: {
-  level: string;
-  redactor: Redactor;
-  destination?: DestinationStream;
-}): Logger {
-  return pino(
-    {
-      level: options.level,
-      redact: {
-        paths: [
-          'req.headers.authorization',
-          'req.headers.cookie',
-          'headers.authorization',
-          '*.apiKey',
-          '*.token',
-          '*.password',
-          '*.authJson',
-          '*.configToml',
-        ],
-        censor: REDACTED,
-      },
-      hooks: {
-        streamWrite: (line) => options.redactor.redact(line),
-      },
-    },
-    options.destination,
-  );
+/** The manager's logger: redacted by path and by the values the manager knows are secret. */
+export function createLogger(options: { level: string; redactor: Redactor; destination?: DestinationStream }): Logger {
+  return createRedactedLogger(options);
 }

@@ -1,13 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import {
-  ensureTestTag,
-  FakeProvider,
-  killTagged,
-  processesWithTag,
-  userTexts,
-  waitForNoTaggedProcesses,
-} from '@svc/testkit';
+import { describe, it } from 'node:test';
+import { ensureTestTag, FakeProvider, processesWithTag, userTexts } from '@svc/testkit';
 import {
   addTurn,
   configureProviderProfile,
@@ -15,44 +8,34 @@ import {
   dispatch,
   killGroup,
   runEvents,
-  startE2E,
+  useE2E,
   waitFor,
   waitForCommand,
-  type E2E,
 } from './e2e-helpers.js';
 
+const rig = useE2E();
 const tag = ensureTestTag();
-let e: E2E;
-before(async () => {
-  e = await startE2E();
-});
-after(async () => {
-  await e?.close();
-  const left = await waitForNoTaggedProcesses(tag, 10_000);
-  killTagged(tag);
-  assert.deepEqual(left, [], 'no runner, agent or shell process outlives the tests');
-});
 
 const result = async (runId: string, commandId: string) =>
-  (await e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}/result`)).body;
+  (await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}/result`)).body;
 
 describe('the runner driving the real agent', () => {
   it('serves a second turn of the same run in the same runner, with the earlier history, then exits cleanly', async () => {
-    e.provider.enqueue(
+    rig.e.provider.enqueue(
       { kind: 'text', text: 'The capital is Paris.' },
       { kind: 'text', text: 'About 2.1 million people.' },
     );
-    const { runId, commandId, job } = await dispatch(e, 'What is the capital of France?');
-    assert.equal((await waitForCommand(e.t, runId, commandId)).state, 'completed');
-    const second = await addTurn(e.t, runId, 'And its population?');
-    const done = await waitForCommand(e.t, runId, second);
+    const { runId, commandId, job } = await dispatch(rig.e, 'What is the capital of France?');
+    assert.equal((await waitForCommand(rig.e.t, runId, commandId)).state, 'completed');
+    const second = await addTurn(rig.e.t, runId, 'And its population?');
+    const done = await waitForCommand(rig.e.t, runId, second);
     assert.equal(done.state, 'completed');
     const one = await result(runId, commandId);
     const two = await result(runId, second);
     assert.equal(two.reply, 'About 2.1 million people.');
     assert.equal(two.threadId, one.threadId, 'the same thread');
     assert.equal(two.attemptId, job.attemptId, 'served by the same runner job');
-    const request = e.provider.requestsOf().at(-1)!;
+    const request = rig.e.provider.requestsOf().at(-1)!;
     const history = JSON.stringify(request.body);
     assert.ok(
       history.includes('What is the capital of France?') &&
@@ -61,25 +44,27 @@ describe('the runner driving the real agent', () => {
     );
     // Idle for its idle timeout, the runner closes the run and exits 0.
     const finished = await waitFor('runner job to finish', async () => {
-      const j = (await e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs/${job.runnerJobId}`)).body;
+      const j = (await rig.e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs/${job.runnerJobId}`))
+        .body;
       return j.phase === 'succeeded' || j.phase === 'failed' ? j : null;
     });
     assert.equal(finished.phase, 'succeeded');
     assert.equal(finished.exitCode, 0);
-    assert.equal((await e.t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'completed');
-    const list = (await e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs?commandId=${commandId}`))
-      .body.runnerJobs;
+    assert.equal((await rig.e.t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'completed');
+    const list = (
+      await rig.e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs?commandId=${commandId}`)
+    ).body.runnerJobs;
     assert.equal(list.length, 1);
   });
 
   it('turns a tool call into tool_call and bounded command_output events', async () => {
-    e.provider.enqueue(
+    rig.e.provider.enqueue(
       { kind: 'tool-call', command: 'echo hello-from-tool' },
       { kind: 'text', text: 'The command printed hello.' },
     );
-    const { runId, commandId } = await dispatch(e, 'Run echo for me.');
-    assert.equal((await waitForCommand(e.t, runId, commandId)).state, 'completed');
-    const events = await runEvents(e.t, runId);
+    const { runId, commandId } = await dispatch(rig.e, 'Run echo for me.');
+    assert.equal((await waitForCommand(rig.e.t, runId, commandId)).state, 'completed');
+    const events = await runEvents(rig.e.t, runId);
     const tools = events.filter((ev) => ev.category === 'tool_call');
     assert.ok(tools.some((ev) => ev.data.status === 'started'));
     const completed = tools.find((ev) => ev.data.status === 'completed');
@@ -95,28 +80,28 @@ describe('the runner driving the real agent', () => {
   });
 
   it('delivers a steer to the active turn instead of starting a new one', async () => {
-    e.provider.enqueue({ kind: 'stall' }, { kind: 'text', text: 'Short version: yes.' });
-    const before = e.provider.requestsOf().length;
-    const { runId, commandId } = await dispatch(e, 'Explain at length.');
-    await e.provider.waitForRequest(before + 1, { timeoutMs: 30_000 });
+    rig.e.provider.enqueue({ kind: 'stall' }, { kind: 'text', text: 'Short version: yes.' });
+    const before = rig.e.provider.requestsOf().length;
+    const { runId, commandId } = await dispatch(rig.e, 'Explain at length.');
+    await rig.e.provider.waitForRequest(before + 1, { timeoutMs: 30_000 });
     await waitFor(
       'turn acknowledged',
       async () =>
-        (await e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`)).body.state ===
+        (await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`)).body.state ===
         'confirmed',
     );
-    const steer = await e.t.api('POST', `/api/v1/runs/${runId}/commands`, {
+    const steer = await rig.e.t.api('POST', `/api/v1/runs/${runId}/commands`, {
       type: 'steer',
       payload: { prompt: 'Actually, keep it short.' },
     });
     assert.equal(steer.status, 201);
-    const steered = await e.provider.waitForRequest(before + 2, { timeoutMs: 30_000 });
+    const steered = await rig.e.provider.waitForRequest(before + 2, { timeoutMs: 30_000 });
     assert.ok(
       userTexts(steered).some((text) => text.includes('Actually, keep it short.')),
       'the steer text reached the agent',
     );
-    assert.equal((await waitForCommand(e.t, runId, commandId)).state, 'completed');
-    const steerDone = await waitForCommand(e.t, runId, steer.body.commandId);
+    assert.equal((await waitForCommand(rig.e.t, runId, commandId)).state, 'completed');
+    const steerDone = await waitForCommand(rig.e.t, runId, steer.body.commandId);
     assert.equal(steerDone.state, 'completed');
     const delivery = (await result(runId, steer.body.commandId)).steerDelivery;
     assert.deepEqual(
@@ -125,7 +110,7 @@ describe('the runner driving the real agent', () => {
     );
     assert.equal(delivery.laterTargetEventsSeen, true);
     assert.equal((await result(runId, commandId)).reply, 'Short version: yes.');
-    const commands = (await e.t.api('GET', `/api/v1/runs/${runId}/commands`)).body.commands;
+    const commands = (await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands`)).body.commands;
     assert.equal(
       commands.filter((c: any) => c.type === 'turn').length,
       1,
@@ -134,16 +119,17 @@ describe('the runner driving the real agent', () => {
   });
 
   it('cancels a turn mid-command and leaves no agent or shell process behind', async () => {
-    e.provider.enqueue({ kind: 'tool-call', command: 'sleep 37' });
-    const { runId, commandId } = await dispatch(e, 'Wait a while.');
+    rig.e.provider.enqueue({ kind: 'tool-call', command: 'sleep 37' });
+    const { runId, commandId } = await dispatch(rig.e, 'Wait a while.');
     await waitFor(
       'the shell command to run',
       () => processesWithTag(tag).some((p) => p.command.includes('sleep 37')),
       30_000,
     );
-    const agentPid = (await runEvents(e.t, runId)).find((ev) => ev.name === 'backend.initialized')
-      .data.pid as number;
-    const cancelled = await e.t.api('POST', `/api/v1/commands/${commandId}/cancel`, {
+    const agentPid = (await runEvents(rig.e.t, runId)).find(
+      (ev) => ev.name === 'backend.initialized',
+    ).data.pid as number;
+    const cancelled = await rig.e.t.api('POST', `/api/v1/commands/${commandId}/cancel`, {
       reason: 'user pressed stop',
     });
     assert.equal(cancelled.body.state, 'cancelled');
@@ -153,7 +139,7 @@ describe('the runner driving the real agent', () => {
         !processesWithTag(tag).some((p) => p.command.includes('sleep 37') || p.pid === agentPid),
       15_000,
     );
-    const events = await runEvents(e.t, runId);
+    const events = await runEvents(rig.e.t, runId);
     assert.ok(
       events.some(
         (ev) =>
@@ -166,9 +152,9 @@ describe('the runner driving the real agent', () => {
     assert.equal(summary.terminalStatus, 'cancelled');
     assert.equal(summary.failureKind, 'cancelled');
     // The runner keeps serving the run: a new turn restarts the agent.
-    e.provider.enqueue({ kind: 'text', text: 'Back again.' });
-    const next = await addTurn(e.t, runId, 'Still there?');
-    assert.equal((await waitForCommand(e.t, runId, next)).state, 'completed');
+    rig.e.provider.enqueue({ kind: 'text', text: 'Back again.' });
+    const next = await addTurn(rig.e.t, runId, 'Still there?');
+    assert.equal((await waitForCommand(rig.e.t, runId, next)).state, 'completed');
   });
 
   it('classifies provider failures: 401, 429, 500 and a cut stream', async () => {
@@ -203,19 +189,19 @@ describe('the runner driving the real agent', () => {
           // More failures than the agent's retries, so every attempt of the turn fails.
           provider.enqueue(...Array.from({ length: 8 }, () => c.step));
           await configureProviderProfile(
-            e.t,
+            rig.e.t,
             c.name,
             provider.baseUrl,
             'sk-test-failure-case-key-0000000000',
           );
-          const { runId, commandId } = await dispatch(e, 'hello', { backendProfile: c.name });
-          const command = await waitForCommand(e.t, runId, commandId, 90_000);
+          const { runId, commandId } = await dispatch(rig.e, 'hello', { backendProfile: c.name });
+          const command = await waitForCommand(rig.e.t, runId, commandId, 90_000);
           assert.equal(command.state, 'failed', `${c.name}: ${JSON.stringify(command)}`);
           assert.equal(command.failureKind, c.kind, `${c.name}: ${command.message}`);
           const summary = await result(runId, commandId);
           assert.equal(summary.completed, false);
           assert.equal(summary.reply, null, 'no reply from partial text');
-          const errors = (await runEvents(e.t, runId)).filter((ev) => ev.category === 'error');
+          const errors = (await runEvents(rig.e.t, runId)).filter((ev) => ev.category === 'error');
           assert.ok(
             errors.some((ev) => ev.data.failureKind === c.kind),
             `${c.name}: a classified error event`,
@@ -228,78 +214,81 @@ describe('the runner driving the real agent', () => {
   });
 
   it('trips the idle budget when the agent goes quiet, and the run can continue', async () => {
-    e.provider.enqueue({ kind: 'stall' }, { kind: 'text', text: 'Recovered.' });
-    const { runId, commandId } = await dispatch(e, 'Think quietly.', {
+    rig.e.provider.enqueue({ kind: 'stall' }, { kind: 'text', text: 'Recovered.' });
+    const { runId, commandId } = await dispatch(rig.e, 'Think quietly.', {
       executionPolicy: { timeoutMs: 2000 },
     });
-    const command = await waitForCommand(e.t, runId, commandId);
+    const command = await waitForCommand(rig.e.t, runId, commandId);
     assert.equal(command.state, 'failed');
     assert.equal(command.failureKind, 'idle-timeout');
     const summary = await result(runId, commandId);
     assert.equal(summary.completed, false);
-    e.provider.release();
-    const next = await addTurn(e.t, runId, 'Continue.');
-    assert.equal((await waitForCommand(e.t, runId, next)).state, 'completed');
+    rig.e.provider.release();
+    const next = await addTurn(rig.e.t, runId, 'Continue.');
+    assert.equal((await waitForCommand(rig.e.t, runId, next)).state, 'completed');
   });
 
   it('replaces a runner killed mid-turn: the replacement waits out the lease and resumes the thread from the session volume', async () => {
-    e.provider.enqueue(
+    rig.e.provider.enqueue(
       { kind: 'text', text: 'First answer: blue.' },
       { kind: 'stall' },
       { kind: 'text', text: 'Second answer after recovery.' },
     );
-    const session = await createSession(e.t);
+    const session = await createSession(rig.e.t);
     const first = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
         prompt: 'What color is the sky?',
       })
     ).body;
     assert.equal(
-      (await waitForCommand(e.t, first.run.runId, first.command.commandId)).state,
+      (await waitForCommand(rig.e.t, first.run.runId, first.command.commandId)).state,
       'completed',
     );
     const firstReply = (await result(first.run.runId, first.command.commandId)).reply;
-    const before = e.provider.requestsOf().length;
+    const before = rig.e.provider.requestsOf().length;
     const second = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
         prompt: 'And the sea?',
       })
     ).body;
     const runId = second.run.runId as string;
     const commandId = second.command.commandId as string;
-    await e.provider.waitForRequest(before + 1, { timeoutMs: 30_000 });
+    await rig.e.provider.waitForRequest(before + 1, { timeoutMs: 30_000 });
     await waitFor(
       'the turn to be acknowledged',
       async () =>
-        (await e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`)).body.threadId,
+        (await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`)).body.threadId,
     );
     // Kill the runner and its agent, as a node failure would.
     const job = (
-      await e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs/${second.runnerJob.runnerJobId}`)
+      await rig.e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs/${second.runnerJob.runnerJobId}`)
     ).body;
-    const agentPid = (await runEvents(e.t, runId)).find((ev) => ev.name === 'backend.initialized')
-      .data.pid;
+    const agentPid = (await runEvents(rig.e.t, runId)).find(
+      (ev) => ev.name === 'backend.initialized',
+    ).data.pid;
     killGroup(Number(job.podIdentity.split(':').at(-1)));
     killGroup(agentPid);
     await waitFor(
       'the old runner to be gone',
       async () =>
-        (await e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs/${job.runnerJobId}`)).body
+        (await rig.e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs/${job.runnerJobId}`)).body
           .phase === 'failed',
     );
-    e.provider.release();
-    const replacement = await e.t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
+    rig.e.provider.release();
+    const replacement = await rig.e.t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, {
+      commandId,
+    });
     assert.equal(replacement.status, 201, replacement.raw);
-    const done = await waitForCommand(e.t, runId, commandId, 90_000);
+    const done = await waitForCommand(rig.e.t, runId, commandId, 90_000);
     assert.equal(done.state, 'completed', JSON.stringify(done));
-    const events = await runEvents(e.t, runId);
+    const events = await runEvents(rig.e.t, runId);
     const names = events.map((ev) => ev.name);
     assert.ok(names.includes('runner.claim.waiting'), 'the replacement waited for the lease');
     const recovered = events.find((ev) => ev.name === 'runner.claim.recovered');
     assert.equal(recovered.data.previousOwner, job.runnerId);
     assert.ok(names.includes('thread.resumed'), 'the thread was resumed, not restarted');
     assert.ok(names.includes('agent-rollout-storage-mounted'));
-    const last = JSON.stringify(e.provider.requestsOf().at(-1)!.body);
+    const last = JSON.stringify(rig.e.provider.requestsOf().at(-1)!.body);
     assert.ok(last.includes(firstReply), 'the provider saw the earlier conversation');
     const summary = await result(runId, commandId);
     assert.equal(summary.reply, 'Second answer after recovery.');

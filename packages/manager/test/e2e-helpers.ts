@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { FakeProvider } from '@svc/testkit';
+import { after, before } from 'node:test';
+import { ensureTestTag, FakeProvider, killTagged, waitForNoTaggedProcesses } from '@svc/testkit';
 import { runBody, startTestManager, type TestManager, type TestManagerOptions } from './helpers.js';
 
 /**
@@ -66,6 +67,30 @@ export async function configureProviderProfile(
       ].join('\n'),
     ),
   });
+}
+
+/**
+ * Register the standard rig for a test file: one E2E per file, and a leak guard afterwards
+ * (no runner, agent or shell process of this file may outlive it).
+ */
+export function useE2E(options: Parameters<typeof startE2E>[0] = {}): { readonly e: E2E } {
+  const tag = ensureTestTag();
+  const holder: { e?: E2E } = {};
+  before(async () => {
+    holder.e = await startE2E(options);
+  });
+  after(async () => {
+    await holder.e?.close();
+    const left = await waitForNoTaggedProcesses(tag, 10_000);
+    killTagged(tag);
+    assert.deepEqual(left, [], 'no runner, agent or shell process outlives the tests');
+  });
+  return {
+    get e(): E2E {
+      if (!holder.e) throw new Error('the e2e rig is not started yet');
+      return holder.e;
+    },
+  };
 }
 
 /** Create a run, a turn command and a runner job; returns their ids. */

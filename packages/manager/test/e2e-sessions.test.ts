@@ -1,46 +1,35 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { ensureTestTag, killTagged, waitForNoTaggedProcesses } from '@svc/testkit';
+
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   createSession,
   dispatch,
   runEvents,
-  startE2E,
+  useE2E,
   waitFor,
   waitForCommand,
-  type E2E,
 } from './e2e-helpers.js';
 
-const tag = ensureTestTag();
-let e: E2E;
-before(async () => {
-  e = await startE2E();
-});
-after(async () => {
-  await e?.close();
-  const left = await waitForNoTaggedProcesses(tag, 10_000);
-  killTagged(tag);
-  assert.deepEqual(left, []);
-});
+const rig = useE2E();
 
 describe('sessions with the real agent', () => {
   it('resumes the same thread from the session volume in a new runner process', async () => {
-    e.provider.enqueue(
+    rig.e.provider.enqueue(
       { kind: 'text', text: 'Noted: your name is Ada.' },
       { kind: 'text', text: 'Your name is Ada.' },
     );
-    const session = await createSession(e.t);
+    const session = await createSession(rig.e.t);
     const first = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
         prompt: 'My name is Ada. Remember it.',
       })
     ).body;
     assert.equal(first.decision, 'new-run');
     assert.equal(
-      (await waitForCommand(e.t, first.run.runId, first.command.commandId)).state,
+      (await waitForCommand(rig.e.t, first.run.runId, first.command.commandId)).state,
       'completed',
     );
     // The first runner goes idle and exits before the next send.
@@ -48,21 +37,22 @@ describe('sessions with the real agent', () => {
       'the first runner to exit',
       async () =>
         (
-          await e.t.api(
+          await rig.e.t.api(
             'GET',
             `/api/v1/runs/${first.run.runId}/runner-jobs/${first.runnerJob.runnerJobId}`,
           )
         ).body.phase === 'succeeded',
     );
-    const afterFirst = (await e.t.api('GET', `/api/v1/sessions/${session.sessionId}`)).body;
+    const afterFirst = (await rig.e.t.api('GET', `/api/v1/sessions/${session.sessionId}`)).body;
     assert.equal(afterFirst.executionState, 'terminal');
     assert.ok(afterFirst.threadId, 'the new thread was written back to the session');
-    const storage = (await e.t.api('GET', `/api/v1/sessions/${session.sessionId}/storage`)).body;
+    const storage = (await rig.e.t.api('GET', `/api/v1/sessions/${session.sessionId}/storage`))
+      .body;
     assert.ok(storage.storage_files_count >= 1, 'the runner reported the rollout files');
     assert.match(storage.storage_sha256, /^[0-9a-f]{64}$/);
 
     const second = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
         prompt: 'What is my name?',
       })
     ).body;
@@ -70,80 +60,84 @@ describe('sessions with the real agent', () => {
     assert.notEqual(second.run.runId, first.run.runId);
     assert.notEqual(second.runnerJob.attemptId, first.runnerJob.attemptId, 'a new runner process');
     assert.equal(
-      (await waitForCommand(e.t, second.run.runId, second.command.commandId)).state,
+      (await waitForCommand(rig.e.t, second.run.runId, second.command.commandId)).state,
       'completed',
     );
-    const events = await runEvents(e.t, second.run.runId);
+    const events = await runEvents(rig.e.t, second.run.runId);
     const resumed = events.find((ev) => ev.name === 'thread.resumed');
     assert.equal(resumed.data.threadId, afterFirst.threadId);
     const mounted = events.find((ev) => ev.name === 'agent-rollout-storage-mounted');
     assert.equal(mounted.data.pvcName, `svc-v01-session-${session.sessionId}`);
     assert.equal(mounted.data.agentRolloutSubdir, 'sessions');
-    const history = JSON.stringify(e.provider.requestsOf().at(-1)!.body);
+    const history = JSON.stringify(rig.e.provider.requestsOf().at(-1)!.body);
     assert.ok(
       history.includes('My name is Ada') && history.includes('Noted: your name is Ada.'),
       'the agent saw the earlier conversation',
     );
-    const result = (await e.t.api('GET', `/api/v1/runs/${second.run.runId}/result`)).body;
+    const result = (await rig.e.t.api('GET', `/api/v1/runs/${second.run.runId}/result`)).body;
     assert.equal(result.reply, 'Your name is Ada.');
     assert.equal(result.threadId, afterFirst.threadId);
   });
 
   it('maps a missing rollout to session-store-evicted only with a session volume, else thread-resume-failed', async () => {
-    e.provider.enqueue({ kind: 'text', text: 'first' });
-    const session = await createSession(e.t);
+    rig.e.provider.enqueue({ kind: 'text', text: 'first' });
+    const session = await createSession(rig.e.t);
     const first = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
+      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
     ).body;
-    await waitForCommand(e.t, first.run.runId, first.command.commandId);
+    await waitForCommand(rig.e.t, first.run.runId, first.command.commandId);
     // The rollout files vanish from the volume behind the service's back.
-    await rm(join(e.t.dataDir, 'sessions', session.sessionId), { recursive: true, force: true });
-    await mkdir(join(e.t.dataDir, 'sessions', session.sessionId));
+    await rm(join(rig.e.t.dataDir, 'sessions', session.sessionId), {
+      recursive: true,
+      force: true,
+    });
+    await mkdir(join(rig.e.t.dataDir, 'sessions', session.sessionId));
     const second = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
         prompt: 'zebra-seven-lookup',
       })
     ).body;
-    const failed = await waitForCommand(e.t, second.run.runId, second.command.commandId);
+    const failed = await waitForCommand(rig.e.t, second.run.runId, second.command.commandId);
     assert.equal(failed.state, 'failed');
     assert.equal(failed.failureKind, 'session-store-evicted');
     assert.equal(
-      e.provider.requestsOf().filter((r) => JSON.stringify(r.body).includes('zebra-seven-lookup'))
-        .length,
+      rig.e.provider
+        .requestsOf()
+        .filter((r) => JSON.stringify(r.body).includes('zebra-seven-lookup')).length,
       0,
       'no substitute thread was started',
     );
 
     const { runId, commandId } = await dispatch(
-      e,
+      rig.e,
       'resume please',
       {},
       {},
       { threadId: '01a1ffb0-f690-7522-8a4d-88103e71055b' },
     );
-    const noVolume = await waitForCommand(e.t, runId, commandId);
+    const noVolume = await waitForCommand(rig.e.t, runId, commandId);
     assert.equal(noVolume.failureKind, 'thread-resume-failed');
   });
 
   it('refuses a send after the storage is deleted, creating no runner job', async () => {
-    e.provider.enqueue({ kind: 'text', text: 'ok' });
-    const session = await createSession(e.t);
+    rig.e.provider.enqueue({ kind: 'text', text: 'ok' });
+    const session = await createSession(rig.e.t);
     const first = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
+      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
     ).body;
-    await waitForCommand(e.t, first.run.runId, first.command.commandId);
-    const deleted = await e.t.api('DELETE', `/api/v1/sessions/${session.sessionId}/storage`);
+    await waitForCommand(rig.e.t, first.run.runId, first.command.commandId);
+    const deleted = await rig.e.t.api('DELETE', `/api/v1/sessions/${session.sessionId}/storage`);
     assert.equal(deleted.body.storage_kind, 'evicted');
     const jobs = async () =>
       Number(
         (
           await sql<{ n: number }>`SELECT count(*)::int AS n FROM runner_jobs`.execute(
-            e.t.manager.store.db,
+            rig.e.t.manager.store.db,
           )
         ).rows[0]!.n,
       );
     const before = await jobs();
-    const refused = await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+    const refused = await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
       prompt: 'again',
     });
     assert.equal(refused.status, 410);

@@ -3,6 +3,7 @@ import { PROVIDER_SECRET_PREFIX, ServiceError, TOOL_SECRET_PREFIX } from '@svc/c
 import { assertControlledName } from '../secrets/store.js';
 import { sessionPvcName } from '../sessions/volumes.js';
 import { LABELS, labelValue, MANAGER_NAME, PART_OF, RUNNER_APP } from './kube-labels.js';
+import { runnerEnvironment } from './runner-env.js';
 import type { RunnerJobSpec } from './types.js';
 
 /**
@@ -156,41 +157,23 @@ function jobLabels(spec: RunnerJobSpec): Record<string, string> {
 
 /** The same variables the local launcher sets, with pod paths; names and paths only. */
 function environment(spec: RunnerJobSpec, namespace: string): V1EnvVar[] {
-  const env = new Map<string, string>(Object.entries(spec.runnerEnv));
-  const tools = spec.toolCredentials.map((t) => ({ ...t, secretDir: toolDir(t.secretRef.name) }));
-  const fixed: Record<string, string> = {
-    HOME: POD_PATHS.runnerHome,
-    TMPDIR: POD_PATHS.tmp,
-    SVC_MANAGER_URL: spec.managerUrl,
-    SVC_RUN_ID: spec.runId,
-    SVC_COMMAND_ID: spec.commandId,
-    SVC_ATTEMPT_ID: spec.attemptId,
-    SVC_RUNNER_ID: spec.runnerId,
-    SVC_RUNNER_JOB_ID: spec.runnerJobId,
-    SVC_JOB_NAME: spec.jobName,
-    SVC_JOB_DIR: POD_PATHS.runnerHome,
-    SVC_SECRET_DIR: POD_PATHS.secret,
-    SVC_PROFILE: spec.profile,
-    SVC_PROFILE_DIR: POD_PATHS.profile,
-    SVC_TOOL_CREDENTIALS: JSON.stringify(tools),
-    SVC_WORKSPACE_DIR: POD_PATHS.workspace,
-    SVC_AGENT_HOME: POD_PATHS.agentHome,
-    SVC_RUNNER_HOME: POD_PATHS.runnerHome,
-    SVC_IMAGE: spec.image.ref,
-    // Assembly never writes into Secret projections.
-    SVC_FORBIDDEN_ROOTS: '/var/run/svc',
-  };
-  if (spec.sessionPvc) {
-    Object.assign(fixed, {
-      SVC_SESSION_ID: spec.sessionPvc.sessionId,
-      SVC_SESSION_PVC_NAME: spec.sessionPvc.pvcName,
-      SVC_SESSION_PVC_NAMESPACE: namespace,
-      SVC_SESSION_PVC_MOUNT_PATH: sessionMountPath(spec),
-      SVC_AGENT_ROLLOUT_SUBDIR: spec.sessionPvc.agentRolloutSubdir,
-    });
-  }
-  for (const [name, value] of Object.entries(fixed)) env.set(name, value);
-  return [...env].map(([name, value]) => ({ name, value }));
+  const env = runnerEnvironment(
+    spec,
+    {
+      home: POD_PATHS.runnerHome,
+      jobDir: POD_PATHS.runnerHome,
+      secretDir: POD_PATHS.secret,
+      profileDir: POD_PATHS.profile,
+      workspace: POD_PATHS.workspace,
+      agentHome: POD_PATHS.agentHome,
+      toolDir,
+      sessionMountPath,
+    },
+    namespace,
+  );
+  // Pod-only settings: a writable temp dir, and assembly never writes into Secret projections.
+  Object.assign(env, { TMPDIR: POD_PATHS.tmp, SVC_FORBIDDEN_ROOTS: '/var/run/svc' });
+  return Object.entries(env).map(([name, value]) => ({ name, value }));
 }
 
 /** The claim is mounted directly at `<agent_home>/<agent_rollout_subdir>` (spec/2). */

@@ -4,6 +4,7 @@ import { chmod, mkdir, open, rm, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../logging.js';
+import { runnerEnvironment } from './runner-env.js';
 import type { ActiveJob, LaunchResult, Launcher, PhaseListener, RunnerJobSpec } from './types.js';
 
 export interface LocalLauncherOptions {
@@ -60,38 +61,24 @@ export class LocalLauncher implements Launcher {
       const value = process.env[name];
       if (value !== undefined) env[name] = value;
     }
-    const tools = spec.toolCredentials.map((t) => ({
-      ...t,
-      secretDir: join(this.options.secretsRoot, t.secretRef.name, 'current'),
-    }));
-    Object.assign(env, spec.runnerEnv, {
-      HOME: paths.home,
-      SVC_MANAGER_URL: spec.managerUrl,
-      SVC_RUN_ID: spec.runId,
-      SVC_COMMAND_ID: spec.commandId,
-      SVC_ATTEMPT_ID: spec.attemptId,
-      SVC_RUNNER_ID: spec.runnerId,
-      SVC_RUNNER_JOB_ID: spec.runnerJobId,
-      SVC_JOB_NAME: spec.jobName,
-      SVC_JOB_DIR: paths.dir,
-      SVC_SECRET_DIR: paths.secret,
-      SVC_PROFILE: spec.profile,
-      SVC_PROFILE_DIR: join(this.options.secretsRoot, spec.providerSecret.name, 'current'),
-      SVC_TOOL_CREDENTIALS: JSON.stringify(tools),
-      SVC_WORKSPACE_DIR: paths.workspace,
-      SVC_AGENT_HOME: paths.agentHome,
-      SVC_RUNNER_HOME: paths.home,
-      SVC_IMAGE: spec.image.ref,
-    });
-    if (spec.sessionPvc) {
-      Object.assign(env, {
-        SVC_SESSION_ID: spec.sessionPvc.sessionId,
-        SVC_SESSION_PVC_NAME: spec.sessionPvc.pvcName,
-        SVC_SESSION_PVC_NAMESPACE: spec.sessionPvc.namespace,
-        SVC_SESSION_PVC_MOUNT_PATH: spec.sessionPvc.mountPath,
-        SVC_AGENT_ROLLOUT_SUBDIR: spec.sessionPvc.agentRolloutSubdir,
-      });
-    }
+    Object.assign(
+      env,
+      runnerEnvironment(
+        spec,
+        {
+          home: paths.home,
+          jobDir: paths.dir,
+          secretDir: paths.secret,
+          profileDir: join(this.options.secretsRoot, spec.providerSecret.name, 'current'),
+          workspace: paths.workspace,
+          agentHome: paths.agentHome,
+          toolDir: (name) => join(this.options.secretsRoot, name, 'current'),
+          // A local session volume is a directory elsewhere; the runner links it in.
+          sessionMountPath: (s) => s.sessionPvc!.mountPath,
+        },
+        spec.sessionPvc?.namespace ?? this.namespace,
+      ),
+    );
     return env;
   }
 

@@ -1,0 +1,91 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createTestStore, freePort, testServerUrl, waitForHttp } from '@svc/testkit';
+import { managerTemplate } from '../test/helpers.js';
+
+/** Shared pieces of the manager benchmarks: percentiles, aligned output, a manager process. */
+export const pct = (values: number[], p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
+};
+
+export const out = (label: string, value: string, target = '') =>
+  console.log(`${label.padEnd(58)} ${value.padStart(16)}  ${target}`);
+
+/** Exit quietly when no PostgreSQL server is reachable (benchmarks measure the real one). */
+export async function requirePostgres(): Promise<void> {
+  if (!(await testServerUrl())) {
+    console.log('no PostgreSQL server reachable: set TEST_DATABASE_URL; benchmark skipped');
+    process.exit(0);
+  }
+}
+
+export interface ManagerProcess {
+  base: string;
+  url: string;
+  dataDir: string;
+  process: ChildProcess;
+  rssMb(): number;
+  stop(): Promise<void>;
+}
+
+/** The built manager as its own process on a fresh database, driven over real HTTP. */
+export async function startManagerProcess(
+  env: Record<string, string> = {},
+  prepare?: (dataDir: string) => Promise<void>,
+): Promise<ManagerProcess> {
+  const store = await createTestStore(managerTemplate);
+  if (store.kind !== 'postgres') throw new Error('benchmarks need PostgreSQL');
+  const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
+  await prepare?.(dataDir);
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(import.meta.dirname, '../dist/server.js')], {
+    env: {
+      ...process.env,
+      DATABASE_URL: store.url,
+      PORT: String(port),
+      SVC_DATA_DIR: dataDir,
+      LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${base}/health/readiness`, 60_000);
+  return {
+    base,
+    url: store.url,
+    dataDir,
+    process: child,
+    rssMb: () =>
+      Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) /
+      1024,
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      await store.drop();
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** JSON over HTTP, failing loudly on any error answer. */
+export async function call(
+  base: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<any> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: body ? { 'content-type': 'application/json' } : {},
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  const json: unknown = await response.json();
+  if (!response.ok)
+    throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
+  return json;
+}
