@@ -23,7 +23,7 @@ import type { SessionVolumes } from './sessions/volumes.js';
 import { runnerJobRoutes } from './routes/runner-jobs.js';
 import { providerProfileRoutes } from './routes/provider-profiles.js';
 import { queueRoutes } from './routes/queue.js';
-import type { RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
+import { stopJobsOfCancelledRun, type RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { SecretStore } from './secrets/store.js';
 import type { Store } from './store/db.js';
 
@@ -74,6 +74,13 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     ...noHooks,
     assertProfileUsable: (profile) => assertProfileUsable(deps.secrets, profile),
     ...sessionHooks(deps.store.db, deps.config, deps.sessionVolumes),
+    afterRunCancelled: (runId) =>
+      stopJobsOfCancelledRun(
+        { db: deps.store.db, logger: deps.logger },
+        deps.runnerJobs.launcher,
+        runId,
+        Math.max(10_000, deps.config.launcher.killGraceMs * 2),
+      ),
     ...deps.hooks,
   };
   const ctx: Ctx = {

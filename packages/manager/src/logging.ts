@@ -4,6 +4,10 @@ import type { DestinationStream } from 'pino';
 export type { Logger } from '@svc/contracts';
 
 /** The manager's logger: redacted by path and by the values the manager knows are secret. */
-export function createLogger(options: { level: string; redactor: Redactor; destination?: DestinationStream }): Logger {
+export function createLogger(options: {
+  level: string;
+  redactor: Redactor;
+  destination?: DestinationStream;
+}): Logger {
   return createRedactedLogger(options);
 }

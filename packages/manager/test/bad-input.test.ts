@@ -136,6 +136,17 @@ const endpoints = (rid: string, cid: string): Endpoint[] => [
   { method: 'POST', path: () => `/api/v1/commands/${cid}/cancel` },
 ];
 
+function isValidCancel(body: unknown): boolean {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return false;
+  const keys = Object.keys(body);
+  const reason = (body as { reason?: unknown }).reason;
+  return (
+    keys.every((k) => k === 'reason') &&
+    (reason === undefined ||
+      (typeof reason === 'string' && reason.length <= 1000 && !reason.includes('\u0000')))
+  );
+}
+
 function assertStructured4xx(response: { status: number; body: any; raw: string }, what: string) {
   assert.ok(
     response.status >= 400 && response.status < 500,
@@ -163,8 +174,12 @@ describe('bad input', () => {
   it('answers thousands of malformed bodies on every write endpoint with a structured 4xx and writes nothing', async () => {
     const before = await rowCounts();
     for (const endpoint of endpoints(runId, commandId)) {
+      // A cancel takes only an optional reason: bodies that are valid cancels are left out.
+      const candidates = endpoint.path().endsWith('/cancel')
+        ? bodies.filter((b) => !isValidCancel(b))
+        : bodies;
       await fc.assert(
-        fc.asyncProperty(bodies, async (body) => {
+        fc.asyncProperty(candidates, async (body) => {
           const response = await t.api(
             endpoint.method,
             endpoint.path(),

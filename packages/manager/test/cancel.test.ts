@@ -122,3 +122,36 @@ describe('cancel', () => {
     assert.equal((await t.api('POST', '/api/v1/runs/run-0000000000000/cancel', {})).status, 404);
   });
 });
+
+describe('cancel without a body', () => {
+  it('accepts POST with no body at all, as curl -X POST sends it', async () => {
+    const { runId } = await setup();
+    const response = await t.manager.app.inject({
+      method: 'POST',
+      url: `/api/v1/runs/${runId}/cancel`,
+    });
+    assert.equal(response.statusCode, 200, response.body);
+    assert.equal(JSON.parse(response.body).state, 'cancelled');
+    const empty = await t.manager.app.inject({
+      method: 'POST',
+      url: `/api/v1/runs/${runId}/cancel`,
+      headers: { 'content-type': 'application/json' },
+      payload: '',
+    });
+    assert.equal(empty.statusCode, 200, empty.body);
+    const command = await t.api('POST', '/api/v1/runs', runBody());
+    const turn = (
+      await t.api('POST', `/api/v1/runs/${command.body.runId}/commands`, {
+        type: 'turn',
+        payload: { prompt: 'x' },
+      })
+    ).body;
+    const cancelled = await t.manager.app.inject({
+      method: 'POST',
+      url: `/api/v1/commands/${turn.commandId}/cancel`,
+    });
+    assert.equal(JSON.parse(cancelled.body).state, 'cancelled');
+    const noBodyCreate = await t.manager.app.inject({ method: 'POST', url: '/api/v1/runs' });
+    assert.equal(noBodyCreate.statusCode, 400, 'a required body is still required');
+  });
+});

@@ -37,6 +37,8 @@ export interface DomainHooks {
   beforeRunnerJob?(trx: Tx, run: RunRow): Promise<void>;
   /** The session volume a runner job of this run mounts, if the run has a session. */
   sessionPvcFor?(run: RunRow, db: Executor): Promise<SessionPvcSummary | null>;
+  /** After a run was cancelled and committed (launchers stop what does not stop by itself). */
+  afterRunCancelled?(runId: string): void;
   /** A command or run reached a terminal state (inside its transaction). */
   onTerminal(trx: Tx, change: TerminalChange): Promise<void>;
 }

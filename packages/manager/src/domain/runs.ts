@@ -164,5 +164,6 @@ export async function cancelRun(ctx: Ctx, runId: string, reason: string | undefi
     });
   });
   await ctx.wakeups.publish(runWakeKey(runId));
+  if (row.state === 'cancelled') ctx.hooks.afterRunCancelled?.(runId);
   return toRun(row, await dbNow(ctx.db));
 }

@@ -40,7 +40,25 @@ export function registerInputSafety(app: FastifyInstance, redactor: Redactor): v
     }
   });
 
+  // `curl -H 'content-type: application/json' -X POST …` with no data: no body, not bad JSON.
+  app.addHook('onRequest', (request, _reply, done) => {
+    const { headers } = request;
+    const noBody =
+      (headers['content-length'] === undefined || headers['content-length'] === '0') &&
+      headers['transfer-encoding'] === undefined;
+    if (noBody) delete headers['content-type'];
+    done();
+  });
+
   app.addHook('preValidation', (request: FastifyRequest, _reply, done) => {
+    // A POST with no body at all (`curl -X POST …/cancel`) means "no options".
+    if (
+      request.body === undefined &&
+      request.method !== 'GET' &&
+      request.method !== 'DELETE' &&
+      request.routeOptions.schema?.body
+    )
+      request.body = {};
     const where = findNul(request.params, 'params') ?? findNul(request.query, 'query');
     const inBody =
       request.routeOptions.config.nulInBody === 'replace' ? null : findNul(request.body, 'body');

@@ -19,8 +19,15 @@ export interface RunnerPaths {
  * paths of the projected Secrets and volumes, never a value (values live in the per-job
  * Secret's files).
  */
-export function runnerEnvironment(spec: RunnerJobSpec, paths: RunnerPaths, namespace: string): Record<string, string> {
-  const tools = spec.toolCredentials.map((t) => ({ ...t, secretDir: paths.toolDir(t.secretRef.name) }));
+export function runnerEnvironment(
+  spec: RunnerJobSpec,
+  paths: RunnerPaths,
+  namespace: string,
+): Record<string, string> {
+  const tools = spec.toolCredentials.map((t) => ({
+    ...t,
+    secretDir: paths.toolDir(t.secretRef.name),
+  }));
   const env: Record<string, string> = {
     ...spec.runnerEnv,
     HOME: paths.home,

@@ -265,20 +265,19 @@ async function launch(
 ): Promise<RunnerJobRow> {
   try {
     const result = await deps.launcher.launch(spec);
+    // Where the job runs is recorded whatever phase a fast job already reported.
     return await ctx.db
       .updateTable('runner_jobs')
       .set({
-        phase: result.phase,
+        phase: sql`CASE WHEN phase = 'pending' THEN ${result.phase} ELSE phase END`,
         log_path: result.logPath,
         pod_identity: result.podIdentity,
-        started_at: sql`now()`,
+        started_at: sql`coalesce(started_at, now())`,
         updated_at: sql`now()`,
       } as never)
       .where('runner_job_id', '=', row.runner_job_id)
-      .where('phase', '=', 'pending')
       .returningAll()
-      .executeTakeFirst()
-      .then(async (updated) => updated ?? (await findJob(ctx, row.runner_job_id)));
+      .executeTakeFirstOrThrow();
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     await ctx.db
@@ -337,6 +336,32 @@ export async function listRunnerJobs(
   if (commandId) query = query.where('command_id', '=', commandId);
   const rows = await query.orderBy('created_at').limit(200).execute();
   return { runId, runnerJobs: rows.map((row) => toRunnerJob(row, extraOf(run, deps))) };
+}
+
+/**
+ * A cancelled run's runners stop by themselves when they see the cancel; one that does not
+ * (hung, partitioned) is stopped by its launcher after the grace period.
+ */
+export function stopJobsOfCancelledRun(
+  ctx: Pick<Ctx, 'db' | 'logger'>,
+  launcher: Launcher,
+  runId: string,
+  graceMs: number,
+): void {
+  const timer = setTimeout(() => {
+    void (async () => {
+      const active = await ctx.db
+        .selectFrom('runner_jobs')
+        .select('job_name')
+        .where('run_id', '=', runId)
+        .where('phase', 'in', ['pending', 'starting', 'running'])
+        .execute();
+      for (const { job_name } of active) await launcher.cancel(job_name);
+    })().catch((error: unknown) =>
+      ctx.logger.warn({ runId, err: String(error) }, 'stopping the jobs of a cancelled run failed'),
+    );
+  }, graceMs);
+  timer.unref();
 }
 
 /** A launcher reports a phase change: terminal phases are final. */
