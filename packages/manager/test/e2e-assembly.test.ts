@@ -122,6 +122,10 @@ describe('runtime assembly with a git bundle', () => {
     const events = await runEvents(e.t, first.run.runId);
     const assembly = events.find((ev) => ev.name === 'runtime-assembly').data;
     assert.equal(assembly.profile, 'builtin-a');
+    assert.deepEqual(
+      [assembly.image.resolvedFrom, typeof assembly.image.digest, assembly.image.reuse],
+      ['default', 'string', 'controlled-default'],
+    );
     assert.equal(assembly.providerSecretRef.name, 'svc-v01-provider-builtin-a');
     assert.deepEqual(
       assembly.toolCredentials.map((t: any) => [

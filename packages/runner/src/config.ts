@@ -40,6 +40,8 @@ export interface RunnerConfig {
   codexBinary: string | null;
   session: SessionMount | null;
   image: string | null;
+  /** The manager's image resolution (ref, digest, source, reuse), no secret in it. */
+  imageSummary: Record<string, unknown> | null;
   logLevel: string;
   /** Base tools the runner refuses to start without (infra-failed). */
   requiredTools: string[];
@@ -111,6 +113,10 @@ export function loadRunnerConfig(env: Env = process.env): RunnerConfig {
         }
       : null,
     image: r.optional('SVC_IMAGE') ?? null,
+    imageSummary:
+      r.json<Record<string, unknown>>('SVC_IMAGE_SUMMARY', (v) =>
+        v && typeof v === 'object' && !Array.isArray(v) ? null : 'must be a JSON object',
+      ) ?? null,
     logLevel: r.string('LOG_LEVEL', 'info'),
     requiredTools: r.list('SVC_REQUIRED_TOOLS', ['git', 'node']),
     serviceToolsDir: r.optional('SVC_SERVICE_TOOLS_DIR') ?? defaultServiceTools(),

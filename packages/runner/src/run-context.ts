@@ -121,7 +121,7 @@ export class RunContext {
       category: 'system',
       name: EVENT_NAMES.assembly,
       data: {
-        image: { ref: this.config.image },
+        image: this.config.imageSummary ?? { ref: this.config.image },
         profile: this.run.backendProfile,
         providerSecretRef: this.policy.secretScope.providerCredentials[0]?.secretRef ?? null,
         agentHome: this.agentHome,

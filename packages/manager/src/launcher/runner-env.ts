@@ -47,6 +47,8 @@ export function runnerEnvironment(
     SVC_AGENT_HOME: paths.agentHome,
     SVC_RUNNER_HOME: paths.home,
     SVC_IMAGE: spec.image.ref,
+    // Where the image came from (digest, catalog source, reuse): facts for the assembly event.
+    SVC_IMAGE_SUMMARY: JSON.stringify(spec.image),
   };
   if (spec.sessionPvc) {
     Object.assign(env, {
