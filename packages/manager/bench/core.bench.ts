@@ -50,65 +50,79 @@ try {
     `PostgreSQL ${(await pool.query('SHOW server_version')).rows[0].server_version}, ${SECONDS}s per throughput phase, node ${process.version}`,
   );
 
-  // 1. Append throughput through the API: 8 runners, batches of 100.
+  // 1-2. Append throughput through the API (8 runners, batches of 100) against a raw batched
+  // INSERT of the same rows into the same table (8 connections). The two alternate in three
+  // rounds, so a slow moment of the machine weighs on both sides alike.
   const runners = await Promise.all(
     Array.from({ length: 8 }, async (_, i) => ({
       runnerId: `rnr-bench${i}xx`,
       runId: await claimedRun(`rnr-bench${i}xx`),
     })),
   );
-  let apiEvents = 0;
-  let deadline = Date.now() + SECONDS * 1000;
-  await Promise.all(
-    runners.map(async (r) => {
-      for (let b = 0; Date.now() < deadline; b++) {
-        const events = Array.from({ length: 100 }, (_, k) => ({
-          key: `b${b}-${k}`,
-          ...eventRow(k),
-        }));
-        await call('POST', `/api/v1/runs/${r.runId}/events`, { runnerId: r.runnerId, events });
-        apiEvents += 100;
-      }
-    }),
-  );
-  const apiRate = apiEvents / SECONDS;
-
-  // 2. The same rows by raw batched INSERT, 8 connections, straight into the same table.
   const rawRuns = await Promise.all(
     Array.from({ length: 8 }, (_, i) => claimedRun(`rnr-raw${i}xxxx`)),
   );
+  const batchOf = runners.map(() => 0);
+  const rawSeqOf = rawRuns.map(() => 1_000_000);
+  let apiEvents = 0;
   let rawEvents = 0;
-  deadline = Date.now() + SECONDS * 1000;
-  await Promise.all(
-    rawRuns.map(async (runId) => {
-      const client = await pool.connect();
-      try {
-        for (let seq = 1_000_000; Date.now() < deadline; seq += 100) {
-          const values: unknown[] = [];
-          const rows = Array.from({ length: 100 }, (_, k) => {
-            const e = eventRow(k);
-            values.push(
-              runId,
-              seq + k,
-              e.category,
-              e.name,
-              `raw-${seq + k}`,
-              JSON.stringify(e.data),
-            );
-            const o = k * 6;
-            return `($${o + 1}, $${o + 2}, $${o + 3}, $${o + 4}, $${o + 5}, now(), $${o + 6})`;
-          });
-          await client.query(
-            `INSERT INTO events (run_id, seq, category, name, event_key, observed_at, data) VALUES ${rows.join(',')}`,
-            values,
-          );
-          rawEvents += 100;
+  const apiPhase = (ms: number) => {
+    const deadline = Date.now() + ms;
+    return Promise.all(
+      runners.map(async (r, i) => {
+        while (Date.now() < deadline) {
+          const b = batchOf[i]!++;
+          const events = Array.from({ length: 100 }, (_, k) => ({
+            key: `b${b}-${k}`,
+            ...eventRow(k),
+          }));
+          await call('POST', `/api/v1/runs/${r.runId}/events`, { runnerId: r.runnerId, events });
+          apiEvents += 100;
         }
-      } finally {
-        client.release();
-      }
-    }),
-  );
+      }),
+    );
+  };
+  const rawPhase = (ms: number) => {
+    const deadline = Date.now() + ms;
+    return Promise.all(
+      rawRuns.map(async (runId, i) => {
+        const client = await pool.connect();
+        try {
+          while (Date.now() < deadline) {
+            const seq = rawSeqOf[i]!;
+            rawSeqOf[i] = seq + 100;
+            const values: unknown[] = [];
+            const rows = Array.from({ length: 100 }, (_, k) => {
+              const e = eventRow(k);
+              values.push(
+                runId,
+                seq + k,
+                e.category,
+                e.name,
+                `raw-${seq + k}`,
+                JSON.stringify(e.data),
+              );
+              const o = k * 6;
+              return `($${o + 1}, $${o + 2}, $${o + 3}, $${o + 4}, $${o + 5}, now(), $${o + 6})`;
+            });
+            await client.query(
+              `INSERT INTO events (run_id, seq, category, name, event_key, observed_at, data) VALUES ${rows.join(',')}`,
+              values,
+            );
+            rawEvents += 100;
+          }
+        } finally {
+          client.release();
+        }
+      }),
+    );
+  };
+  const ROUNDS = 3;
+  for (let round = 0; round < ROUNDS; round++) {
+    await apiPhase((SECONDS * 1000) / ROUNDS);
+    await rawPhase((SECONDS * 1000) / ROUNDS);
+  }
+  const apiRate = apiEvents / SECONDS;
   const rawRate = rawEvents / SECONDS;
   out('append through the API (8 runners x batches of 100)', `${apiRate.toFixed(0)} ev/s`);
   out('raw batched INSERT of the same rows (8 connections)', `${rawRate.toFixed(0)} ev/s`);
@@ -217,7 +231,7 @@ try {
 
   // 6. Runs created per second (8 concurrent clients).
   let created = 0;
-  deadline = Date.now() + Math.min(SECONDS, 5) * 1000;
+  const deadline = Date.now() + Math.min(SECONDS, 5) * 1000;
   await Promise.all(
     Array.from({ length: 8 }, async () => {
       while (Date.now() < deadline) {

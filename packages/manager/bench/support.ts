@@ -42,17 +42,22 @@ export async function startManagerProcess(
   const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
   await prepare?.(dataDir);
   const port = await freePort();
-  const child = spawn(process.execPath, [join(import.meta.dirname, '../dist/server.js')], {
-    env: {
-      ...process.env,
-      DATABASE_URL: store.url,
-      PORT: String(port),
-      SVC_DATA_DIR: dataDir,
-      LOG_LEVEL: 'warn',
-      ...env,
+  // The same node flags as `npm start` and the deployment.
+  const child = spawn(
+    process.execPath,
+    ['--max-semi-space-size=8', join(import.meta.dirname, '../dist/server.js')],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: store.url,
+        PORT: String(port),
+        SVC_DATA_DIR: dataDir,
+        LOG_LEVEL: 'warn',
+        ...env,
+      },
+      stdio: ['ignore', 'ignore', 'inherit'],
     },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  );
   const base = `http://127.0.0.1:${port}`;
   await waitForHttp(`${base}/health/readiness`, 60_000);
   return {

@@ -63,9 +63,9 @@ export async function startManager(
     await store.close();
     throw error;
   }
-  const secrets = createSecretStore(config);
-  const launcher = createLauncher(config, logger);
-  const sessionVolumes = createSessionVolumes(config);
+  const secrets = await createSecretStore(config);
+  const launcher = await createLauncher(config, logger);
+  const sessionVolumes = await createSessionVolumes(config);
   const workReady = await expectedWorkReady(config);
   let listeningUrl = '';
   const built = await buildApp({

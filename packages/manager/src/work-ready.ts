@@ -1,4 +1,5 @@
-import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/runner';
+// Only the runner's work-ready module: the rest of the runner has no place in the manager.
+import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/runner/work-ready';
 import type { WorkReadySummary } from '@svc/contracts';
 import type { ManagerConfig } from './config.js';
 

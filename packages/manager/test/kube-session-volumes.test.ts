@@ -135,13 +135,13 @@ describe('KubernetesSessionVolumes', () => {
       SVC_KUBE_API_URL: fake.url,
       SVC_MANAGER_PUBLIC_URL: 'http://svc-run-manager.svc-v01.svc:8080',
     });
-    const volumes = createSessionVolumes(config);
+    const volumes = await createSessionVolumes(config);
     assert.equal(volumes.kind, 'kubernetes');
     await volumes.create('ses-factory1');
     const claim = fake.get('persistentvolumeclaims', NS, 'svc-v01-session-ses-factory1') as any;
     assert.equal(claim.spec.storageClassName, 'local-path');
     assert.equal(claim.spec.resources.requests.storage, '1Gi');
-    assert.equal(createSessionVolumes(loadConfig({ SVC_DATA_DIR: dir })).kind, 'local');
+    assert.equal((await createSessionVolumes(loadConfig({ SVC_DATA_DIR: dir }))).kind, 'local');
   });
 
   it('turns API failures into infra-failed', async () => {

@@ -71,7 +71,7 @@ export async function buildResult(
   const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent, openTools] =
     await Promise.all([
       latestAssistant(ctx.db, scope, beforeSeq, true),
-      toolCalls(ctx.db, scope, afterSeq, throughSeq),
+      toolCalls(ctx.db, scope, afterSeq, throughSeq, RECENT_TOOL_CALLS),
       artifacts(ctx.db, scope, afterSeq, throughSeq),
       run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
       counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
@@ -269,19 +269,25 @@ function evidence(
   return { reason, terminalSeq, continueWith };
 }
 
-function summarizeTools(rows: Awaited<ReturnType<typeof toolCalls>>): ToolCallSummary {
+function summarizeTools({
+  tallies,
+  recent,
+}: Awaited<ReturnType<typeof toolCalls>>): ToolCallSummary {
   const statusCounts: Record<string, number> = {};
   const exitCodeCounts: Record<string, number> = {};
-  for (const row of rows) {
-    const status = row.status ?? 'unknown';
-    statusCounts[status] = (statusCounts[status] ?? 0) + 1;
-    if (row.exit_code !== null)
-      exitCodeCounts[String(row.exit_code)] = (exitCodeCounts[String(row.exit_code)] ?? 0) + 1;
+  let count = 0;
+  for (const { status, exit_code: exitCode, n } of tallies) {
+    count += n;
+    const key = status ?? 'unknown';
+    statusCounts[key] = (statusCounts[key] ?? 0) + n;
+    if (exitCode !== null)
+      exitCodeCounts[String(exitCode)] = (exitCodeCounts[String(exitCode)] ?? 0) + n;
   }
-  const recent = [...rows]
-    .sort((a, b) => b.seq - a.seq)
-    .slice(0, RECENT_TOOL_CALLS)
-    .map((r) => ({
+  return {
+    count,
+    statusCounts,
+    exitCodeCounts,
+    recent: recent.map((r) => ({
       seq: r.seq,
       method: r.method,
       toolName: r.tool_name,
@@ -289,8 +295,8 @@ function summarizeTools(rows: Awaited<ReturnType<typeof toolCalls>>): ToolCallSu
       status: r.status,
       exitCode: r.exit_code,
       command: r.command,
-    }));
-  return { count: rows.length, statusCounts, exitCodeCounts, recent };
+    })),
+  };
 }
 
 async function attemptOf(ctx: Ctx, command: CommandRow | null): Promise<string | null> {

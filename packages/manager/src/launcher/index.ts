@@ -2,8 +2,6 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { ManagerConfig } from '../config.js';
 import type { Logger } from '../logging.js';
-import { createKubeApis } from './kube-api.js';
-import { KubernetesLauncher } from './kubernetes.js';
 import { LocalLauncher } from './local.js';
 import type { Launcher } from './types.js';
 
@@ -16,8 +14,13 @@ export function defaultRunnerEntry(): string {
 /** Variables a local runner inherits from the manager: the search path and test leak tags. */
 const INHERITED = ['PATH', 'LANG', 'TZ', 'SVC_TEST_TAG', 'NODE_OPTIONS', 'TMPDIR'];
 
-export function createLauncher(config: ManagerConfig, logger: Logger): Launcher {
+/** The Kubernetes client is loaded only when configured: it costs ~80 MB of memory. */
+export async function createLauncher(config: ManagerConfig, logger: Logger): Promise<Launcher> {
   if (config.launcher.kind === 'kubernetes') {
+    const [{ createKubeApis }, { KubernetesLauncher }] = await Promise.all([
+      import('./kube-api.js'),
+      import('./kubernetes.js'),
+    ]);
     return new KubernetesLauncher({
       apis: createKubeApis(config.kubernetes),
       namespace: config.launcher.namespace,

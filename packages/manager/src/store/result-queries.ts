@@ -81,23 +81,42 @@ export interface ToolRow {
   command: string | null;
 }
 
-/** Latest state of each tool call (by item id) inside a window. */
+export interface ToolTally {
+  status: string | null;
+  exit_code: number | null;
+  n: number;
+}
+
+/**
+ * Tool calls inside a window, by the latest state of each call (its item id): counts by
+ * status and exit code, and the most recent calls. Aggregated in SQL, so a turn with
+ * thousands of tool calls sends a handful of rows, not one per call.
+ */
 export async function toolCalls(
   db: Executor,
   scope: Scope,
   afterSeq: number,
   throughSeq: number,
-): Promise<ToolRow[]> {
-  const result = await sql<ToolRow>`
-    SELECT DISTINCT ON (coalesce(data->>'itemId', seq::text))
-      seq, data->>'itemId' AS item_id, data->>'method' AS method, data->>'toolName' AS tool_name,
-      data->>'type' AS type, data->>'status' AS status,
-      CASE WHEN jsonb_typeof(data->'exitCode') = 'number' THEN (data->>'exitCode')::numeric::int END AS exit_code,
-      left(data->>'command', 200) AS command
-    FROM events
-    WHERE ${inScope(scope)} AND category = 'tool_call' AND seq > ${afterSeq} AND seq <= ${throughSeq}
-    ORDER BY coalesce(data->>'itemId', seq::text), seq DESC`.execute(db);
-  return result.rows;
+  recentLimit: number,
+): Promise<{ tallies: ToolTally[]; recent: ToolRow[] }> {
+  const result = await sql<{ tallies: ToolTally[] | null; recent: ToolRow[] | null }>`
+    WITH latest AS (
+      SELECT DISTINCT ON (coalesce(data->>'itemId', seq::text))
+        seq, data->>'itemId' AS item_id, data->>'method' AS method, data->>'toolName' AS tool_name,
+        data->>'type' AS type, data->>'status' AS status,
+        CASE WHEN jsonb_typeof(data->'exitCode') = 'number' THEN (data->>'exitCode')::numeric::int END AS exit_code,
+        left(data->>'command', 200) AS command
+      FROM events
+      WHERE ${inScope(scope)} AND category = 'tool_call' AND seq > ${afterSeq} AND seq <= ${throughSeq}
+      ORDER BY coalesce(data->>'itemId', seq::text), seq DESC
+    )
+    SELECT
+      (SELECT json_agg(t) FROM (SELECT status, exit_code, count(*)::int AS n FROM latest GROUP BY status, exit_code) t) AS tallies,
+      (SELECT json_agg(r) FROM (SELECT * FROM latest ORDER BY seq DESC LIMIT ${recentLimit}) r) AS recent`.execute(
+    db,
+  );
+  const row = result.rows[0];
+  return { tallies: row?.tallies ?? [], recent: row?.recent ?? [] };
 }
 
 export interface ArtifactRow {

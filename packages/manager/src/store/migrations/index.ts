@@ -4,6 +4,7 @@ import * as runnerJobs from './0002-runner-jobs.js';
 import * as sessions from './0003-sessions.js';
 import * as providerProfiles from './0004-provider-profiles.js';
 import * as queue from './0005-queue.js';
+import * as replyIndex from './0006-reply-index.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -12,6 +13,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0003-sessions': sessions,
   '0004-provider-profiles': providerProfiles,
   '0005-queue': queue,
+  '0006-reply-index': replyIndex,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
