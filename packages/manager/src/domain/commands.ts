@@ -127,6 +127,22 @@ async function resolveTarget(
   return (await activeTurn(trx, run.run_id))?.command_id ?? null;
 }
 
+/**
+ * Run `fn` on a command with its run's row locked (the lock every writer of a run takes), the
+ * command re-read under the lock so its state is current.
+ */
+async function withLockedCommand<T>(
+  ctx: Ctx,
+  commandId: string,
+  fn: (trx: Tx, run: RunRow, command: CommandRow) => Promise<T>,
+): Promise<T> {
+  const existing = await getCommandRow(ctx.db, commandId);
+  return ctx.db.transaction().execute(async (trx) => {
+    const run = await lockRunOrThrow(trx, existing.run_id);
+    return fn(trx, run, await getCommandRow(trx, commandId));
+  });
+}
+
 export async function getCommandRow(
   db: Executor,
   commandId: string,
@@ -157,10 +173,7 @@ export async function cancelCommand(
   commandId: string,
   reason: string | undefined,
 ): Promise<Command> {
-  const existing = await getCommandRow(ctx.db, commandId);
-  const row = await ctx.db.transaction().execute(async (trx) => {
-    const run = await lockRunOrThrow(trx, existing.run_id);
-    const command = await getCommandRow(trx, commandId);
+  const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
     if (isTerminalCommand(command.state)) return command;
     return finishCommand(ctx, trx, run, command, {
       state: 'cancelled',
@@ -170,17 +183,14 @@ export async function cancelCommand(
       extra: { cancel_requested_at: new Date() },
     });
   });
-  await ctx.wakeups.publish(runWakeKey(existing.run_id));
+  await ctx.wakeups.publish(runWakeKey(row.run_id));
   return toCommand(row);
 }
 
 /** Runner acknowledgement: accepted/delivered -> confirmed, and the run claimed -> running. */
 export async function ackCommand(ctx: Ctx, commandId: string, runnerId: string): Promise<Command> {
-  const existing = await getCommandRow(ctx.db, commandId);
-  const row = await ctx.db.transaction().execute(async (trx) => {
-    const run = await lockRunOrThrow(trx, existing.run_id);
+  const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
     assertLeaseOwner(run, runnerId);
-    const command = await getCommandRow(trx, commandId);
     if (command.state === 'confirmed' && command.runner_id === runnerId) return command;
     // A replacement runner (now the lease owner) takes over a command its predecessor had
     // acknowledged and never finished.
@@ -225,10 +235,7 @@ export async function reportCommandStatus(
   const state = body.state;
   if (state === 'running') return reportProgress(ctx, commandId, body);
   const failureKind = normalizeOutcome(state, body.failureKind);
-  const existing = await getCommandRow(ctx.db, commandId);
-  const row = await ctx.db.transaction().execute(async (trx) => {
-    const run = await lockRunOrThrow(trx, existing.run_id);
-    const command = await getCommandRow(trx, commandId);
+  const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
     if (isTerminalCommand(command.state)) return command;
     assertLeaseOwner(run, body.runnerId);
     if (state === 'completed' && command.state !== 'confirmed') {
@@ -270,10 +277,7 @@ async function reportProgress(
   commandId: string,
   body: CommandStatusBody,
 ): Promise<Command> {
-  const existing = await getCommandRow(ctx.db, commandId);
-  const row = await ctx.db.transaction().execute(async (trx) => {
-    const run = await lockRunOrThrow(trx, existing.run_id);
-    const command = await getCommandRow(trx, commandId);
+  const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
     if (isTerminalCommand(command.state)) return command;
     assertLeaseOwner(run, body.runnerId);
     if (command.state !== 'confirmed') {
