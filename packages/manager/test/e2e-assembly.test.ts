@@ -12,7 +12,15 @@ import {
   userTexts,
   waitForNoTaggedProcesses,
 } from '@svc/testkit';
-import { createSession, runEvents, startE2E, waitForCommand, type E2E } from './e2e-helpers.js';
+import {
+  createSession,
+  runEvents,
+  startE2E,
+  waitFor,
+  waitForCommand,
+  type E2E,
+} from './e2e-helpers.js';
+import { startGitHttpServer } from '../../runner/test/assembly-helpers.js';
 
 /**
  * Runtime assembly end to end on the local launcher: a real git repository carries tools, a
@@ -240,9 +248,69 @@ describe('runtime assembly with a git bundle', () => {
     ).body;
     assert.equal(result.terminalStatus, 'blocked');
     assert.match(result.blocker.message, /deploy/);
-    const run = (await e.t.api('GET', `/api/v1/runs/${sent.run.runId}`)).body;
-    assert.equal(run.state, 'blocked');
+    // The runner reports the run blocked right after the command.
+    const run = await waitFor('the run to be blocked', async () => {
+      const current = (await e.t.api('GET', `/api/v1/runs/${sent.run.runId}`)).body;
+      return current.state === 'blocked' ? current : null;
+    });
+    assert.equal(run.failureKind, 'required-skill-unavailable');
     const error = (await runEvents(e.t, sent.run.runId)).find((ev) => ev.category === 'error');
     assert.equal(error.data.failureKind, 'required-skill-unavailable');
+  });
+
+  it('fetches a private repository with the bundle credential, used for the fetch only', async () => {
+    const token = canary('gittoken');
+    const server = await startGitHttpServer({
+      projectRoot: repoDir,
+      basic: { username: 'x-access-token', password: token },
+    });
+    try {
+      await e.t.manager.secrets.put('svc-v01-tool-gitfetch', { token: Buffer.from(token) });
+      e.provider.enqueue({ kind: 'text', text: 'Indeed, private.' });
+      const privateUrl = `${server.url}/bundle.git`;
+      const ref = {
+        ...bundle({ repoUrl: privateUrl }),
+        credentialRef: { name: 'svc-v01-tool-gitfetch', keys: ['token'] },
+      };
+      const session = await createSession(e.t, {
+        runBase: {
+          ...runBase(ref),
+          workspaceRef: { kind: 'git', repoUrl: privateUrl, branch: 'main' },
+        },
+      });
+      const sent = (
+        await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
+          prompt: 'hello private',
+        })
+      ).body;
+      const done = await waitForCommand(e.t, sent.run.runId, sent.command.commandId, 90_000);
+      assert.equal(done.state, 'completed', JSON.stringify(done));
+      const events = await runEvents(e.t, sent.run.runId);
+      const repository = events.find((ev) => ev.name === 'runtime-assembly').data.bundle.repository;
+      assert.equal(repository.credentialUsed, true);
+      assert.equal(repository.materializedCommit ?? commit, commit);
+      assert.ok(
+        server.requests.some((r) => r.authorized),
+        'the fetch authenticated',
+      );
+      const logs = await import('node:fs/promises').then((fs) =>
+        fs.readFile(join(e.t.dataDir, 'jobs', sent.runnerJob.jobName, 'runner.log'), 'utf8'),
+      );
+      const everything = [JSON.stringify(events), logs, ...e.t.logs, JSON.stringify(sent)].join(
+        '\n',
+      );
+      assert.deepEqual(
+        findCanaries(everything, [token]),
+        [],
+        'the credential shows in no event or log',
+      );
+      // The agent never gets it: the credential is not in the agent's environment.
+      const agentEnv = events
+        .find((ev) => ev.name === 'runtime-assembly')
+        .data.toolCredentials.map((t: any) => t.secretRef.name);
+      assert.ok(!agentEnv.includes('svc-v01-tool-gitfetch'));
+    } finally {
+      await server.close();
+    }
   });
 });

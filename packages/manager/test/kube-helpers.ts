@@ -87,6 +87,7 @@ export function runnerSpec(overrides: Partial<RunnerJobSpec> = {}): RunnerJobSpe
       valuesPrinted: false,
     },
     toolCredentials: [],
+    bundleCredential: null,
     transientEnv: [{ name: 'LAB_API_KEY', value: 'lab-key-value-0123456789' }],
     transientEnvSummary: {
       names: ['LAB_API_KEY'],

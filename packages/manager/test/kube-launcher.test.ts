@@ -322,3 +322,31 @@ describe('KubernetesLauncher.launch', () => {
     assert.equal(fake.requests.at(-1)!.method, 'DELETE');
   });
 });
+
+describe('the git bundle fetch credential', () => {
+  it('is projected read-only for the runner alone, named by the run, and refused outside the tool prefix', () => {
+    const bundleCredential = {
+      namespace: NS,
+      name: 'svc-v01-tool-gitfetch',
+      keys: ['token'],
+      valuesPrinted: false as const,
+    };
+    const { job } = launcher.render(runnerSpec({ bundleCredential })) as any;
+    validateManifest(job);
+    const volume = job.spec.template.spec.volumes.find((v: any) => v.name === 'bundle-credential');
+    assert.equal(volume.secret.secretName, 'svc-v01-tool-gitfetch');
+    assert.deepEqual(volume.secret.items, [{ key: 'token', path: 'token' }]);
+    const container = job.spec.template.spec.containers[0];
+    const mount = container.volumeMounts.find((m: any) => m.name === 'bundle-credential');
+    assert.equal(mount.readOnly, true);
+    const env = containerEnv(job);
+    assert.equal(env.SVC_BUNDLE_CREDENTIAL_DIR, mount.mountPath);
+    assert.throws(
+      () =>
+        launcher.render(
+          runnerSpec({ bundleCredential: { ...bundleCredential, name: 'kube-root-ca.crt' } }),
+        ),
+      ServiceError,
+    );
+  });
+});

@@ -32,6 +32,8 @@ export interface RunnerConfig {
   profile: string | null;
   profileDir: string | null;
   toolCredentials: ToolCredentialProjection[];
+  /** The projected fetch credential of the run's git bundle (fetch only, never the agent's). */
+  bundleCredentialDir: string | null;
   transientEnv: Array<{ name: string; value: string }>;
   workspaceDir: string;
   agentHome: string;
@@ -97,6 +99,7 @@ export function loadRunnerConfig(env: Env = process.env): RunnerConfig {
     profile: r.optional('SVC_PROFILE') ?? null,
     profileDir: r.optional('SVC_PROFILE_DIR') ?? null,
     toolCredentials: tools,
+    bundleCredentialDir: r.optional('SVC_BUNDLE_CREDENTIAL_DIR') ?? null,
     transientEnv,
     workspaceDir: r.string('SVC_WORKSPACE_DIR', join(jobDir, 'workspace')),
     agentHome,

@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { delimiter, isAbsolute, join } from 'node:path';
 import {
   EVENT_NAMES,
@@ -143,23 +143,18 @@ export class RunContext {
     });
   }
 
+  /** Values of the bundle's fetch credential, read from its projection for the fetch only. */
   async #bundleCredential() {
-    const ref = this.run.resourceBundleRef as {
-      credentialRef?: { name: string; keys?: string[] };
-    } | null;
+    const ref = this.run.resourceBundleRef as { credentialRef?: { name: string } } | null;
     if (!ref?.credentialRef) return null;
-    const entry = this.config.toolCredentials.find(
-      (t) => t.secretRef.name === ref.credentialRef!.name,
-    );
-    if (!entry) {
+    const dir = this.config.bundleCredentialDir;
+    if (!dir)
       throw new ServiceError(
         'secret-unavailable',
         `the bundle credential ${ref.credentialRef.name} was not projected for this runner`,
       );
-    }
-    const { readFile } = await import('node:fs/promises');
     const value = async (key: string) =>
-      (await readFile(`${entry.secretDir}/${key}`, 'utf8').catch(() => null))?.trim() ?? null;
+      (await readFile(join(dir, key), 'utf8').catch(() => null))?.trim() ?? null;
     const token = await value('token');
     const username = await value('username');
     const password = await value('password');

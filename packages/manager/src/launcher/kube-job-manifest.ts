@@ -21,6 +21,8 @@ export const POD_PATHS = {
   profile: '/var/run/svc/profile',
   /** One read-only directory per tool credential Secret, named after the Secret. */
   tools: '/var/run/svc/tools',
+  /** The git bundle's fetch credential, read-only, read by the runner for the fetch only. */
+  bundleCredential: '/var/run/svc/bundle-credential',
 } as const;
 
 export const RUNNER_UID = 1000;
@@ -66,6 +68,16 @@ export function buildRunnerJob(spec: RunnerJobSpec, options: JobManifestOptions)
     volumes.push(secretVolume(`tool-${i}`, secretName, keys));
     mounts.push({ name: `tool-${i}`, mountPath: toolDir(secretName), readOnly: true });
   });
+  if (spec.bundleCredential) {
+    volumes.push(
+      secretVolume('bundle-credential', spec.bundleCredential.name, spec.bundleCredential.keys),
+    );
+    mounts.push({
+      name: 'bundle-credential',
+      mountPath: POD_PATHS.bundleCredential,
+      readOnly: true,
+    });
+  }
   if (spec.sessionPvc) {
     volumes.push({
       name: 'session',
@@ -167,6 +179,7 @@ function environment(spec: RunnerJobSpec, namespace: string): V1EnvVar[] {
       workspace: POD_PATHS.workspace,
       agentHome: POD_PATHS.agentHome,
       toolDir,
+      bundleCredentialDir: POD_PATHS.bundleCredential,
       sessionMountPath,
     },
     namespace,
@@ -219,6 +232,13 @@ function checkReferences(spec: RunnerJobSpec, namespace: string): void {
       name: provider.name,
       namespace: provider.namespace,
     });
+  const bundle = spec.bundleCredential;
+  if (bundle && (!bundle.name.startsWith(TOOL_SECRET_PREFIX) || bundle.namespace !== namespace)) {
+    refuse(`the bundle credential must be a ${TOOL_SECRET_PREFIX}<name> Secret in ${namespace}`, {
+      name: bundle.name,
+    });
+  }
+  if (bundle) assertControlledName(bundle.name);
   for (const tool of spec.toolCredentials) {
     assertControlledName(tool.secretRef.name);
     if (

@@ -73,6 +73,11 @@ export class LocalLauncher implements Launcher {
           workspace: paths.workspace,
           agentHome: paths.agentHome,
           toolDir: (name) => join(this.options.secretsRoot, name, 'current'),
+          bundleCredentialDir: join(
+            this.options.secretsRoot,
+            spec.bundleCredential?.name ?? '-',
+            'current',
+          ),
           // A local session volume is a directory elsewhere; the runner links it in.
           sessionMountPath: (s) => s.sessionPvc!.mountPath,
         },

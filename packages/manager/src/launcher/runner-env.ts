@@ -10,6 +10,8 @@ export interface RunnerPaths {
   agentHome: string;
   /** The directory a tool credential Secret is projected into. */
   toolDir(secretName: string): string;
+  /** Where the bundle fetch credential Secret is projected. */
+  bundleCredentialDir: string;
   /** Where the session volume is mounted, when the job has one. */
   sessionMountPath(spec: RunnerJobSpec): string;
 }
@@ -47,6 +49,8 @@ export function runnerEnvironment(
     SVC_AGENT_HOME: paths.agentHome,
     SVC_RUNNER_HOME: paths.home,
     SVC_IMAGE: spec.image.ref,
+    // Used for the bundle fetch only, never given to the agent.
+    ...(spec.bundleCredential ? { SVC_BUNDLE_CREDENTIAL_DIR: paths.bundleCredentialDir } : {}),
     // Where the image came from (digest, catalog source, reuse): facts for the assembly event.
     SVC_IMAGE_SUMMARY: JSON.stringify(spec.image),
   };

@@ -26,6 +26,8 @@ export interface RunnerJobSpec {
   profile: string;
   providerSecret: SecretRefRecord;
   toolCredentials: readonly ToolCredentialRecord[];
+  /** The fetch credential of the run's git bundle (`resourceBundleRef.credentialRef`), if any. */
+  bundleCredential: SecretRefRecord | null;
   transientEnv: ReadonlyArray<{ name: string; value: string }>;
   transientEnvSummary: TransientEnvSummary;
   sessionPvc: SessionPvcSummary | null;

@@ -9,12 +9,15 @@ import {
   type RunnerJobCreateBody,
   type RunnerJobList,
   type RunnerJobPhase,
+  type SecretRefRecord,
+  SECRET_NAMESPACE,
   type WorkReadySummary,
 } from '@svc/contracts';
 import type { Launcher, RunnerJobSpec } from '../../launcher/types.js';
 import { json } from '../../store/json.js';
 import type { Executor, RunRow } from '../../store/runs.js';
 import { getCommandRow, isTerminalCommand } from '../commands.js';
+import { secretRefRecord } from '../run-policy.js';
 import type { Ctx } from '../context.js';
 import { getRunRow, isTerminalRun, lockRunOrThrow } from '../runs.js';
 import { resolveImage, type ImagePolicy } from './images.js';
@@ -199,6 +202,7 @@ async function prepare(
     profile: run.backend_profile,
     providerSecret: policy.secretScope.providerCredentials[0]!.secretRef,
     toolCredentials: policy.secretScope.toolCredentials,
+    bundleCredential: bundleCredentialOf(run),
     transientEnv: [...entries, ...defaults],
     transientEnvSummary: transientEnvSummary(
       entries,
@@ -215,6 +219,16 @@ async function prepare(
     runnerEnv: deps.runnerEnv(),
   };
   return { spec };
+}
+
+/** The git bundle's fetch credential reference, completed like every SecretRef. */
+function bundleCredentialOf(run: RunRow): SecretRefRecord | null {
+  const ref = (
+    run.resource_bundle_ref as {
+      credentialRef?: { name: string; namespace?: string; keys?: string[] };
+    } | null
+  )?.credentialRef;
+  return ref ? secretRefRecord(SECRET_NAMESPACE, ref.name, ref.keys ?? ['token']) : null;
 }
 
 async function dryRun(
