@@ -13,7 +13,9 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPol
 import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { Redactor, type SessionPvcSummary, type ToolCredentialRecord } from '@svc/contracts';
-import type { FakeKube } from '@svc/testkit';
+import { after, before, beforeEach } from 'node:test';
+import { FakeKube as FakeKubeServer, type FakeKube } from '@svc/testkit';
+import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
 import { createKubeApis, type KubeApis } from '../src/launcher/kube-api.js';
 import type { RunnerJobSpec } from '../src/launcher/types.js';
 import { createLogger, type Logger } from '../src/logging.js';
@@ -171,4 +173,36 @@ export async function eventually<T>(
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * A fake Kubernetes API for one test file and a fresh launcher on it before each test (the
+ * fake's jobs, Secrets and pods cleared), closed afterwards. Read `fake` and `launcher` from
+ * the returned object inside tests.
+ */
+export function useKubeLauncher(
+  namespace: string,
+  log: { logger: Logger },
+): { fake: FakeKube; launcher: KubernetesLauncher } {
+  const rig = {} as { fake: FakeKube; launcher: KubernetesLauncher };
+  before(async () => {
+    rig.fake = await FakeKubeServer.start();
+  });
+  after(() => rig.fake.close());
+  beforeEach(async () => {
+    await rig.launcher?.close();
+    for (const resource of ['jobs', 'secrets', 'pods'])
+      for (const obj of rig.fake.list(resource, namespace))
+        rig.fake.remove(resource, namespace, obj.metadata.name);
+    rig.fake.clearRequests();
+    rig.launcher = new KubernetesLauncher({
+      apis: apisFor(rig.fake),
+      namespace,
+      killGraceMs: 5000,
+      pollIntervalMs: 100,
+      logger: log.logger,
+    });
+  });
+  after(() => rig.launcher?.close());
+  return rig;
 }

@@ -1,38 +1,22 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
-import { FakeKube } from '@svc/testkit';
+import { beforeEach, describe, it } from 'node:test';
 import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
 import type { PhaseUpdate } from '../src/launcher/types.js';
-import { apisFor, capturedLogger, eventually, runnerSpec } from './kube-helpers.js';
+import {
+  apisFor,
+  capturedLogger,
+  eventually,
+  runnerSpec,
+  useKubeLauncher,
+} from './kube-helpers.js';
 
 const NS = 'svc-v01';
-let fake: FakeKube;
-let launcher: KubernetesLauncher;
-let updates: PhaseUpdate[];
 const log = capturedLogger();
-
-const newLauncher = () =>
-  new KubernetesLauncher({
-    apis: apisFor(fake),
-    namespace: NS,
-    killGraceMs: 5000,
-    pollIntervalMs: 100,
-    logger: log.logger,
-  });
-
-before(async () => {
-  fake = await FakeKube.start();
-});
-after(() => fake.close());
-beforeEach(async () => {
-  await launcher?.close();
-  for (const resource of ['jobs', 'secrets', 'pods'])
-    for (const obj of fake.list(resource, NS)) fake.remove(resource, NS, obj.metadata.name);
-  fake.clearRequests();
+const rig = useKubeLauncher(NS, log);
+let updates: PhaseUpdate[];
+beforeEach(() => {
   updates = [];
-  launcher = newLauncher();
 });
-after(() => launcher?.close());
 
 describe('KubernetesLauncher phases and cancel', () => {
   const record = (u: PhaseUpdate) => {
@@ -43,18 +27,18 @@ describe('KubernetesLauncher phases and cancel', () => {
     updates.filter((u) => u.jobName === jobName).map((u) => u.phase);
 
   it('reports running, then succeeded with the exit code, from Job status', async () => {
-    await launcher.start(record, []);
+    await rig.launcher.start(record, []);
     const spec = runnerSpec();
-    await launcher.launch(spec);
-    fake.setJobState(NS, spec.jobName, 'running');
+    await rig.launcher.launch(spec);
+    rig.fake.setJobState(NS, spec.jobName, 'running');
     await eventually(() => (phasesOf(spec.jobName).includes('running') ? true : undefined));
-    fake.setJobState(NS, spec.jobName, 'succeeded');
+    rig.fake.setJobState(NS, spec.jobName, 'succeeded');
     const done = await eventually(() => updates.find((u) => u.phase === 'succeeded'));
     assert.equal(done.exitCode, 0);
     assert.equal(done.summary?.condition, 'Complete');
     assert.match(String(done.summary?.pod), new RegExp(`^${spec.jobName}-`));
     assert.deepEqual(phasesOf(spec.jobName), ['running', 'succeeded']);
-    const polls = fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/jobs'));
+    const polls = rig.fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/jobs'));
     assert.equal(
       polls[0]!.query.labelSelector,
       'app.kubernetes.io/name=svc-runner,app.kubernetes.io/managed-by=svc-run-manager',
@@ -62,10 +46,10 @@ describe('KubernetesLauncher phases and cancel', () => {
   });
 
   it('reports a failed Job with its reason and exit code', async () => {
-    await launcher.start(record, []);
+    await rig.launcher.start(record, []);
     const spec = runnerSpec();
-    await launcher.launch(spec);
-    fake.setJobState(NS, spec.jobName, 'failed', { exitCode: 3, reason: 'DeadlineExceeded' });
+    await rig.launcher.launch(spec);
+    rig.fake.setJobState(NS, spec.jobName, 'failed', { exitCode: 3, reason: 'DeadlineExceeded' });
     const failed = await eventually(() => updates.find((u) => u.phase === 'failed'));
     assert.equal(failed.exitCode, 3);
     assert.equal(failed.summary?.reason, 'DeadlineExceeded');
@@ -73,9 +57,15 @@ describe('KubernetesLauncher phases and cancel', () => {
 
   it('reports active jobs that no longer exist as failed, and finished ones as they ended', async () => {
     const spec = runnerSpec();
-    await launcher.launch(spec);
-    fake.setJobState(NS, spec.jobName, 'succeeded');
-    const fresh = newLauncher();
+    await rig.launcher.launch(spec);
+    rig.fake.setJobState(NS, spec.jobName, 'succeeded');
+    const fresh = new KubernetesLauncher({
+      apis: apisFor(rig.fake),
+      namespace: NS,
+      killGraceMs: 5000,
+      pollIntervalMs: 100,
+      logger: log.logger,
+    });
     try {
       await fresh.start(record, [
         {
@@ -111,7 +101,7 @@ describe('KubernetesLauncher phases and cancel', () => {
       'app.kubernetes.io/managed-by': 'svc-run-manager',
     };
     const template = { spec: { containers: [{ name: 'runner', image: 'x' }] } };
-    fake.seed('jobs', NS, {
+    rig.fake.seed('jobs', NS, {
       metadata: {
         name: 'svc-v01-runner-foreign',
         labels,
@@ -119,13 +109,13 @@ describe('KubernetesLauncher phases and cancel', () => {
       },
       spec: { template },
     });
-    fake.seed('jobs', NS, {
+    rig.fake.seed('jobs', NS, {
       metadata: { name: 'svc-v01-runner-fresh', labels },
       spec: { template },
     });
-    fake.setJobState(NS, 'svc-v01-runner-foreign', 'running');
-    fake.setJobState(NS, 'svc-v01-runner-fresh', 'running');
-    await launcher.start(record, []);
+    rig.fake.setJobState(NS, 'svc-v01-runner-foreign', 'running');
+    rig.fake.setJobState(NS, 'svc-v01-runner-fresh', 'running');
+    await rig.launcher.start(record, []);
     await eventually(() =>
       phasesOf('svc-v01-runner-foreign').includes('running') ? true : undefined,
     );
@@ -133,21 +123,21 @@ describe('KubernetesLauncher phases and cancel', () => {
   });
 
   it('cancel deletes the Job in the background; its per-job Secret goes with it', async () => {
-    await launcher.start(record, []);
+    await rig.launcher.start(record, []);
     const spec = runnerSpec();
-    await launcher.launch(spec);
-    fake.setJobState(NS, spec.jobName, 'running');
-    await launcher.cancel(spec.jobName);
-    const del = fake.requests.find((r) => r.method === 'DELETE')!;
+    await rig.launcher.launch(spec);
+    rig.fake.setJobState(NS, spec.jobName, 'running');
+    await rig.launcher.cancel(spec.jobName);
+    const del = rig.fake.requests.find((r) => r.method === 'DELETE')!;
     assert.equal(del.path, `/apis/batch/v1/namespaces/${NS}/jobs/${spec.jobName}`);
     assert.equal(del.query.propagationPolicy, 'Background');
-    assert.equal(fake.get('jobs', NS, spec.jobName), undefined);
-    assert.equal(fake.get('secrets', NS, `${spec.jobName}-env`), undefined);
-    assert.deepEqual(fake.list('pods', NS), []);
+    assert.equal(rig.fake.get('jobs', NS, spec.jobName), undefined);
+    assert.equal(rig.fake.get('secrets', NS, `${spec.jobName}-env`), undefined);
+    assert.deepEqual(rig.fake.list('pods', NS), []);
     assert.equal(phasesOf(spec.jobName).at(-1), 'cancelled');
     await new Promise((r) => setTimeout(r, 300));
     assert.ok(!phasesOf(spec.jobName).includes('failed'), 'a cancelled job is not reported lost');
-    await launcher.cancel(spec.jobName); // already gone: no error
+    await rig.launcher.cancel(spec.jobName); // already gone: no error
   });
 
   it('sweeps per-job Secrets whose Job is gone at start', async () => {
@@ -156,26 +146,29 @@ describe('KubernetesLauncher phases and cancel', () => {
       'app.kubernetes.io/managed-by': 'svc-run-manager',
       'svc.dev/job-name': 'svc-v01-runner-old',
     };
-    fake.seed('secrets', NS, {
+    rig.fake.seed('secrets', NS, {
       metadata: {
         name: 'svc-v01-runner-old-env',
         labels,
         creationTimestamp: '2020-01-01T00:00:00Z',
       },
     });
-    fake.seed('secrets', NS, {
+    rig.fake.seed('secrets', NS, {
       metadata: {
         name: 'svc-v01-runner-new-env',
         labels: { ...labels, 'svc.dev/job-name': 'svc-v01-runner-new' },
       },
     });
-    fake.seed('secrets', NS, { metadata: { name: 'kube-root-ca.crt' } });
-    await launcher.start(record, []);
+    rig.fake.seed('secrets', NS, { metadata: { name: 'kube-root-ca.crt' } });
+    await rig.launcher.start(record, []);
     await eventually(() =>
-      fake.get('secrets', NS, 'svc-v01-runner-old-env') === undefined ? true : undefined,
+      rig.fake.get('secrets', NS, 'svc-v01-runner-old-env') === undefined ? true : undefined,
     );
-    await launcher.close(); // the first pass has finished
-    assert.ok(fake.get('secrets', NS, 'svc-v01-runner-new-env'), 'a young one may be mid-launch');
-    assert.ok(fake.get('secrets', NS, 'kube-root-ca.crt'));
+    await rig.launcher.close(); // the first pass has finished
+    assert.ok(
+      rig.fake.get('secrets', NS, 'svc-v01-runner-new-env'),
+      'a young one may be mid-launch',
+    );
+    assert.ok(rig.fake.get('secrets', NS, 'kube-root-ca.crt'));
   });
 });

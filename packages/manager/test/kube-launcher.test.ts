@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ServiceError } from '@svc/contracts';
-import { FakeKube } from '@svc/testkit';
-import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
 import { LocalLauncher } from '../src/launcher/local.js';
 import {
-  apisFor,
   capturedLogger,
+  useKubeLauncher,
   containerEnv,
   runnerSpec,
   sessionPvc,
@@ -15,31 +13,8 @@ import {
 } from './kube-helpers.js';
 
 const NS = 'svc-v01';
-let fake: FakeKube;
-let launcher: KubernetesLauncher;
 const log = capturedLogger();
-
-const newLauncher = () =>
-  new KubernetesLauncher({
-    apis: apisFor(fake),
-    namespace: NS,
-    killGraceMs: 5000,
-    pollIntervalMs: 100,
-    logger: log.logger,
-  });
-
-before(async () => {
-  fake = await FakeKube.start();
-});
-after(() => fake.close());
-beforeEach(async () => {
-  await launcher?.close();
-  for (const resource of ['jobs', 'secrets', 'pods'])
-    for (const obj of fake.list(resource, NS)) fake.remove(resource, NS, obj.metadata.name);
-  fake.clearRequests();
-  launcher = newLauncher();
-});
-after(() => launcher?.close());
+const rig = useKubeLauncher(NS, log);
 
 const TOKEN = 'manager-token-value-0123456789';
 const LAB_KEY = 'lab-key-value-0123456789';
@@ -47,7 +22,7 @@ const LAB_KEY = 'lab-key-value-0123456789';
 describe('KubernetesLauncher.render', () => {
   it('shows the Job and per-job Secret with key names and hashes, never a value', () => {
     const spec = runnerSpec();
-    const rendered = launcher.render(spec) as any;
+    const rendered = rig.launcher.render(spec) as any;
     assert.equal(rendered.valuesPrinted, false);
     assert.equal(rendered.secret.metadata.name, `${spec.jobName}-env`);
     assert.equal(rendered.secret.data, undefined);
@@ -83,7 +58,7 @@ describe('KubernetesLauncher.render', () => {
       logger: log.logger,
       inherit: [],
     }).render(spec) as { env: Record<string, string> };
-    const env = containerEnv((launcher.render(spec) as any).job);
+    const env = containerEnv((rig.launcher.render(spec) as any).job);
     const localNames = Object.keys(local.env).filter((n) => n !== 'SVC_JOB_DIR');
     assert.deepEqual(
       localNames.filter((n) => !(n in env)),
@@ -128,7 +103,7 @@ describe('KubernetesLauncher.render', () => {
   it('refuses Secrets and claims a runner may not mount', () => {
     const refused = (spec: ReturnType<typeof runnerSpec>, kind: string) =>
       assert.throws(
-        () => launcher.render(spec),
+        () => rig.launcher.render(spec),
         (e: unknown) => e instanceof ServiceError && e.failureKind === kind,
       );
     const base = runnerSpec();
@@ -173,18 +148,18 @@ describe('KubernetesLauncher.render', () => {
 describe('KubernetesLauncher.launch', () => {
   it('creates the per-job Secret, then the Job, and ties the Secret to the Job', async () => {
     const spec = runnerSpec();
-    const result = await launcher.launch(spec);
+    const result = await rig.launcher.launch(spec);
     assert.equal(result.phase, 'starting');
     assert.deepEqual(
-      fake.requests.map((r) => `${r.method} ${r.path}`),
+      rig.fake.requests.map((r) => `${r.method} ${r.path}`),
       [
         `POST /api/v1/namespaces/${NS}/secrets`,
         `POST /apis/batch/v1/namespaces/${NS}/jobs`,
         `PATCH /api/v1/namespaces/${NS}/secrets/${spec.jobName}-env`,
       ],
     );
-    const job = fake.get('jobs', NS, spec.jobName) as any;
-    const secret = fake.get('secrets', NS, `${spec.jobName}-env`) as any;
+    const job = rig.fake.get('jobs', NS, spec.jobName) as any;
+    const secret = rig.fake.get('secrets', NS, `${spec.jobName}-env`) as any;
     assert.deepEqual(secret.metadata.ownerReferences, [
       { apiVersion: 'batch/v1', kind: 'Job', name: spec.jobName, uid: job.metadata.uid },
     ]);
@@ -196,15 +171,15 @@ describe('KubernetesLauncher.launch', () => {
     ]);
     assert.equal(secret.immutable, true);
     // What was created is what render shows.
-    const rendered = (launcher.render(spec) as any).job;
+    const rendered = (rig.launcher.render(spec) as any).job;
     assert.deepEqual(job.spec.template.spec, rendered.spec.template.spec);
     assert.equal(job.spec.backoffLimit, 0);
     assert.equal(job.spec.ttlSecondsAfterFinished, 3600);
   });
 
   it('never sends a value anywhere but the per-job Secret data', async () => {
-    await launcher.launch(runnerSpec());
-    const [secretCreate, ...rest] = fake.requests;
+    await rig.launcher.launch(runnerSpec());
+    const [secretCreate, ...rest] = rig.fake.requests;
     const { data: _data, ...secretWithoutData } = secretCreate!.body as any;
     const outside = JSON.stringify([
       secretWithoutData,
@@ -229,8 +204,8 @@ describe('KubernetesLauncher.launch', () => {
       ],
       sessionPvc: sessionPvc('ses-abc123'),
     });
-    await launcher.launch(spec);
-    const job = fake.get('jobs', NS, spec.jobName) as any;
+    await rig.launcher.launch(spec);
+    const job = rig.fake.get('jobs', NS, spec.jobName) as any;
     validateManifest(job);
     const labels = job.metadata.labels;
     assert.equal(labels['app.kubernetes.io/name'], 'svc-runner');
@@ -302,24 +277,24 @@ describe('KubernetesLauncher.launch', () => {
 
   it('keeps a retained Job (TTL 0 means keep) and hashes ids too long for a label', async () => {
     const spec = runnerSpec({ ttlSecondsAfterFinished: 0, attemptId: `att-${'x'.repeat(80)}` });
-    await launcher.launch(spec);
-    const job = fake.get('jobs', NS, spec.jobName) as any;
+    await rig.launcher.launch(spec);
+    const job = rig.fake.get('jobs', NS, spec.jobName) as any;
     assert.equal(job.spec.ttlSecondsAfterFinished, undefined);
     assert.match(job.metadata.labels['svc.dev/attempt-id'], /^sha256-[0-9a-f]{56}$/);
   });
 
   it('fails as infra-failed and removes the per-job Secret when the Job cannot be created', async () => {
-    fake.failNext('POST', 'jobs', 403, 'Forbidden');
+    rig.fake.failNext('POST', 'jobs', 403, 'Forbidden');
     const spec = runnerSpec();
-    await assert.rejects(launcher.launch(spec), (e: unknown) => {
+    await assert.rejects(rig.launcher.launch(spec), (e: unknown) => {
       assert.ok(e instanceof ServiceError);
       assert.equal(e.failureKind, 'infra-failed');
       assert.match(e.message, /create Job .* HTTP 403 Forbidden/);
       assert.ok(!e.message.includes('Headers'), 'no response dump in the message');
       return true;
     });
-    assert.equal(fake.get('secrets', NS, `${spec.jobName}-env`), undefined);
-    assert.equal(fake.requests.at(-1)!.method, 'DELETE');
+    assert.equal(rig.fake.get('secrets', NS, `${spec.jobName}-env`), undefined);
+    assert.equal(rig.fake.requests.at(-1)!.method, 'DELETE');
   });
 });
 
@@ -331,7 +306,7 @@ describe('the git bundle fetch credential', () => {
       keys: ['token'],
       valuesPrinted: false as const,
     };
-    const { job } = launcher.render(runnerSpec({ bundleCredential })) as any;
+    const { job } = rig.launcher.render(runnerSpec({ bundleCredential })) as any;
     validateManifest(job);
     const volume = job.spec.template.spec.volumes.find((v: any) => v.name === 'bundle-credential');
     assert.equal(volume.secret.secretName, 'svc-v01-tool-gitfetch');
@@ -343,7 +318,7 @@ describe('the git bundle fetch credential', () => {
     assert.equal(env.SVC_BUNDLE_CREDENTIAL_DIR, mount.mountPath);
     assert.throws(
       () =>
-        launcher.render(
+        rig.launcher.render(
           runnerSpec({ bundleCredential: { ...bundleCredential, name: 'kube-root-ca.crt' } }),
         ),
       ServiceError,
