@@ -334,6 +334,36 @@ describe('result envelope', () => {
     assert.equal(after.steerDelivery.laterTargetEventsSeen, true);
   });
 
+  it('counts target output after the steer was delivered, even before the steer finished', async () => {
+    const { runId, commandId: target, runner } = await runningTurn();
+    await runner.append([assistant(target, 'thinking out loud')]);
+    const steer = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'steer',
+      payload: { prompt: 'be brief' },
+    });
+    await runner.poll(1);
+    await runner.ack(steer.body.commandId);
+    const delivered = {
+      key: `d${++keyCounter}`,
+      commandId: steer.body.commandId,
+      category: 'backend_status',
+      name: 'steer.delivered',
+      data: { targetCommandId: target, forwarded: true, accepted: true },
+    };
+    await runner.append([delivered]);
+    const quiet = await result(runId, steer.body.commandId);
+    assert.equal(quiet.steerDelivery.laterTargetEventsSeen, false, 'output before the steer');
+    // The short target turn answers and ends before the steer's own status arrives.
+    await runner.append([assistant(target, 'brief answer', { final: true, replyAuthority: true })]);
+    await runner.finish(target, 'completed');
+    await runner.finish(steer.body.commandId, 'completed', {
+      steerDelivery: { forwarded: true, accepted: true, targetTurnId: 'turn-9' },
+    });
+    const done = await result(runId, steer.body.commandId);
+    assert.equal(done.completed, true);
+    assert.equal(done.steerDelivery.laterTargetEventsSeen, true);
+  });
+
   it('reports a blocked command with its blocker', async () => {
     const { runId, commandId, runner } = await runningTurn();
     await runner.finish(commandId, 'blocked', {

@@ -164,7 +164,13 @@ export async function buildResult(
   if (command?.type === 'steer') {
     const steerTerminal = terminalEvent?.seq ?? MAX_SEQ;
     const later = command.target_command_id
-      ? await targetEventsAfter(ctx.db, runId, command.target_command_id, steerTerminal)
+      ? await targetEventsAfter(
+          ctx.db,
+          runId,
+          command.command_id,
+          command.target_command_id,
+          steerTerminal,
+        )
       : false;
     envelope.steerDelivery = steerDeliveryOf(command, later);
   }

@@ -170,12 +170,22 @@ export async function openToolCalls(db: Executor, scope: Scope): Promise<number>
 export async function targetEventsAfter(
   db: Executor,
   runId: string,
+  steerCommandId: string,
   targetCommandId: string,
-  afterSeq: number,
+  fallbackSeq: number,
 ): Promise<boolean> {
+  // "Later" means after the runner recorded the steer's delivery (`steer.delivered`); the
+  // steer's terminal status lands after a further round trip, by which time a short target
+  // turn may have finished. Without a delivery event the terminal event is the mark.
   const result = await sql<{ found: boolean }>`
     SELECT EXISTS (
-      SELECT 1 FROM events WHERE run_id = ${runId} AND command_id = ${targetCommandId} AND seq > ${afterSeq} AND category <> 'terminal_status'
+      SELECT 1 FROM events
+      WHERE run_id = ${runId} AND command_id = ${targetCommandId} AND category <> 'terminal_status'
+        AND seq > COALESCE(
+          (SELECT min(seq) FROM events
+           WHERE run_id = ${runId} AND command_id = ${steerCommandId}
+             AND category = 'backend_status' AND name = 'steer.delivered'),
+          ${fallbackSeq})
     ) AS found`.execute(db);
   return result.rows[0]?.found ?? false;
 }
