@@ -32,11 +32,12 @@ export async function observeValidation(
   row: ValidationRow,
 ): Promise<{ row: ValidationRow; view: Validation }> {
   if (!row.run_id || !row.command_id) return { row, view: toView(row, null, null, null) };
-  // The job is read before the command: a job found ended while the command (read after) is
-  // still open really ended first.
+  // Reads go job, command, result. A job found ended while the command (read after) is still
+  // open really ended first; a command found terminal has its terminal_status event (written in
+  // the same transaction) visible to the result read after it.
   const job = row.runner_job_id ? await findJob(ctx, row.runner_job_id) : undefined;
-  const result = await buildResult(ctx, row.run_id, { commandId: row.command_id });
   const command = await getCommandRow(ctx.db, row.command_id, row.run_id);
+  const result = await buildResult(ctx, row.run_id, { commandId: row.command_id });
   const reply = result.completed && result.reply?.trim() ? result.reply.trim() : null;
 
   let current = row;
