@@ -4,22 +4,17 @@ import { after, before, describe, it } from 'node:test';
 import { findCanaries } from '@svc/testkit';
 import { BROKER_FAILURE_KINDS, CAPABILITIES } from '../src/index.js';
 import { buildCli, runCli } from './cli.js';
-import { assertFailure, REPO, startTestBroker, type TestBroker } from './helpers.js';
+import {
+  assertFailure,
+  PREFLIGHT_ARGS,
+  REPO,
+  startTestBroker,
+  type TestBroker,
+} from './helpers.js';
 
 /** spec/1 "Acceptance conditions for the development cluster", one test each. */
 describe('acceptance conditions for the development cluster', () => {
   let t: TestBroker;
-  const preflightArgs = [
-    'pr-preflight',
-    '--repo',
-    REPO,
-    '--base',
-    'main',
-    '--head',
-    'fix/crash',
-    '--issue',
-    '1',
-  ];
 
   before(async () => {
     await buildCli();
@@ -29,7 +24,7 @@ describe('acceptance conditions for the development cluster', () => {
 
   it('1: with the broker configured, PR preflight succeeds with no code-host token variable', async () => {
     // The runner environment holds the broker address and nothing code-host related.
-    const run = await runCli(preflightArgs, { SVC_AUTH_BROKER_URL: t.url });
+    const run = await runCli([...PREFLIGHT_ARGS], { SVC_AUTH_BROKER_URL: t.url });
     assert.equal(run.code, 0, run.stdout + run.stderr);
     assert.equal(run.json.ok, true);
     assert.equal(run.json.runnerDisposition, 'ready');
@@ -39,13 +34,13 @@ describe('acceptance conditions for the development cluster', () => {
       CODEHOST_TOKEN: { present: false },
     });
     // Without the address the same command is blocked, never served by a token fallback.
-    const blocked = await runCli(preflightArgs, { CODEHOST_TOKEN: t.token });
+    const blocked = await runCli([...PREFLIGHT_ARGS], { CODEHOST_TOKEN: t.token });
     assert.equal(blocked.code, 1);
     assert.equal(blocked.json.failureKind, 'auth-missing');
   });
 
   it('2: the remote pr-preflight reports broker token coverage', async () => {
-    const run = await runCli(preflightArgs, { SVC_AUTH_BROKER_URL: t.url });
+    const run = await runCli([...PREFLIGHT_ARGS], { SVC_AUTH_BROKER_URL: t.url });
     for (const coverage of [run.json.tokenCoverage, run.json.response.tokenCoverage]) {
       assert.equal(coverage.source, 'auth-broker');
       assert.equal(coverage.runnerEnvTokenRequired, false);

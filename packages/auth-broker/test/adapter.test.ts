@@ -6,7 +6,14 @@ import { after, before, describe, it } from 'node:test';
 import { findCanaries } from '@svc/testkit';
 import { BROKER_FAILURE_KINDS } from '../src/index.js';
 import { buildCli, runCli, serve, type CliRun } from './cli.js';
-import { plantedToken, REPO, startTestBroker, upstreamLines, type TestBroker } from './helpers.js';
+import {
+  PREFLIGHT_ARGS,
+  plantedToken,
+  REPO,
+  startTestBroker,
+  upstreamLines,
+  type TestBroker,
+} from './helpers.js';
 
 const SUBCOMMANDS: string[][] = [
   ['contract'],
@@ -14,19 +21,8 @@ const SUBCOMMANDS: string[][] = [
   ['health', '--dry-run'],
   ['credential-request', '--operation', 'codehost.issue.list', '--repo', REPO],
   ['credential-request', '--operation', 'codehost.issue.list', '--repo', REPO, '--dry-run'],
-  ['pr-preflight', '--repo', REPO, '--base', 'main', '--head', 'fix/crash', '--issue', '1'],
-  [
-    'pr-preflight',
-    '--repo',
-    REPO,
-    '--base',
-    'main',
-    '--head',
-    'fix/crash',
-    '--issue',
-    '1',
-    '--dry-run',
-  ],
+  [...PREFLIGHT_ARGS],
+  [...PREFLIGHT_ARGS, '--dry-run'],
 ];
 
 function assertReady(run: CliRun): void {
@@ -138,21 +134,7 @@ describe('client adapter (built CLI, child process)', () => {
       assertReady(request);
       assert.equal(request.json.planned.body.dryRun, true);
       assert.equal(request.json.planned.body.operation, 'codehost.pr.create');
-      const preflight = await runCli(
-        [
-          'pr-preflight',
-          '--repo',
-          REPO,
-          '--base',
-          'main',
-          '--head',
-          'fix/crash',
-          '--issue',
-          '1',
-          '--dry-run',
-        ],
-        env(),
-      );
+      const preflight = await runCli([...PREFLIGHT_ARGS, '--dry-run'], env());
       assertReady(preflight);
       assert.equal(preflight.json.prCapabilityContract.targetBranch, 'main');
       assert.equal((await t.audit()).length, audited);
@@ -179,10 +161,7 @@ describe('client adapter (built CLI, child process)', () => {
     });
 
     it('pr-preflight reports broker token coverage and no env token requirement', async () => {
-      const run = await runCli(
-        ['pr-preflight', '--repo', REPO, '--base', 'main', '--head', 'fix/crash', '--issue', '1'],
-        { SVC_AUTH_BROKER_URL: t.url },
-      );
+      const run = await runCli([...PREFLIGHT_ARGS], { SVC_AUTH_BROKER_URL: t.url });
       assertReady(run);
       assert.equal(run.json.response.tokenCoverage.source, 'auth-broker');
       assert.equal(run.json.response.runnerDisposition, 'ready');

@@ -14,6 +14,18 @@ import {
 import { FakeGithub } from './fake-github.js';
 
 export const REPO = 'acme/widgets';
+/** A complete `pr-preflight` invocation against REPO (append `--dry-run` for the plan). */
+export const PREFLIGHT_ARGS: readonly string[] = [
+  'pr-preflight',
+  '--repo',
+  REPO,
+  '--base',
+  'main',
+  '--head',
+  'fix/crash',
+  '--issue',
+  '1',
+];
 export const OTHER_REPO = 'acme/gadgets';
 
 /** A distinctive token value; tests search every output for it and its encodings. */

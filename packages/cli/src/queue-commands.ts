@@ -126,13 +126,7 @@ export function queueProgram(): Cli {
             for (const t of page.tasks)
               if (t.payload) {
                 inv.out.line(`${t.taskId}:`);
-                for (const block of expandedBlocks({
-                  payload: t.payload,
-                  workspaceRef: t.workspaceRef ?? {},
-                  resourceBundleRef: t.resourceBundleRef ?? null,
-                  metadata: t.metadata ?? {},
-                }))
-                  inv.out.block(block);
+                for (const block of expandedBlocks(t)) inv.out.block(block);
               }
         },
       ),
@@ -191,13 +185,7 @@ export function queueProgram(): Cli {
           for (const line of commanderLines(view)) inv.out.line(line);
           if (flags.full)
             for (const { task: t } of view.items)
-              for (const block of expandedBlocks({
-                payload: t.payload ?? {},
-                workspaceRef: t.workspaceRef ?? {},
-                resourceBundleRef: t.resourceBundleRef ?? null,
-                metadata: t.metadata ?? {},
-              }))
-                inv.out.block(`${t.taskId} ${block}`);
+              for (const block of expandedBlocks(t)) inv.out.block(`${t.taskId} ${block}`);
         },
       ),
     );

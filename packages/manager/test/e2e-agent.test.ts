@@ -11,6 +11,7 @@ import {
   useE2E,
   waitFor,
   waitForCommand,
+  sendToSession,
 } from './e2e-helpers.js';
 
 const rig = useE2E();
@@ -235,22 +236,18 @@ describe('the runner driving the real agent', () => {
       { kind: 'text', text: 'Second answer after recovery.' },
     );
     const session = await createSession(rig.e.t);
-    const first = (
-      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-        prompt: 'What color is the sky?',
-      })
-    ).body;
+    const first = await sendToSession(rig.e.t, session.sessionId, {
+      prompt: 'What color is the sky?',
+    });
     assert.equal(
       (await waitForCommand(rig.e.t, first.run.runId, first.command.commandId)).state,
       'completed',
     );
     const firstReply = (await result(first.run.runId, first.command.commandId)).reply;
     const before = rig.e.provider.requestsOf().length;
-    const second = (
-      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-        prompt: 'And the sea?',
-      })
-    ).body;
+    const second = await sendToSession(rig.e.t, session.sessionId, {
+      prompt: 'And the sea?',
+    });
     const runId = second.run.runId as string;
     const commandId = second.command.commandId as string;
     await rig.e.provider.waitForRequest(before + 1, { timeoutMs: 30_000 });

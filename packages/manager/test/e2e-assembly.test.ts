@@ -19,6 +19,7 @@ import {
   waitFor,
   waitForCommand,
   type E2E,
+  sendToSession,
 } from './e2e-helpers.js';
 import { startGitHttpServer } from '../../runner/test/assembly-helpers.js';
 
@@ -118,12 +119,10 @@ describe('runtime assembly with a git bundle', () => {
       { kind: 'text', text: 'Indeed, resumed.' },
     );
     const session = await createSession(e.t, { runBase: runBase(bundle()) });
-    const first = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-        prompt: 'Run the lab tool.',
-        runnerJob: { transientEnv: [{ name: 'LAB_API_KEY', value: transientSecret }] },
-      })
-    ).body;
+    const first = await sendToSession(e.t, session.sessionId, {
+      prompt: 'Run the lab tool.',
+      runnerJob: { transientEnv: [{ name: 'LAB_API_KEY', value: transientSecret }] },
+    });
     const done = await waitForCommand(e.t, first.run.runId, first.command.commandId, 90_000);
     assert.equal(done.state, 'completed', JSON.stringify(done));
 
@@ -191,11 +190,9 @@ describe('runtime assembly with a git bundle', () => {
     assert.match(output.data.text, /\[redacted\]/, 'credentials the agent printed are redacted');
 
     // A later send resumes the thread in a new runner: no prompt injection.
-    const second = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-        prompt: 'Again, briefly.',
-      })
-    ).body;
+    const second = await sendToSession(e.t, session.sessionId, {
+      prompt: 'Again, briefly.',
+    });
     assert.equal(
       (await waitForCommand(e.t, second.run.runId, second.command.commandId, 90_000)).state,
       'completed',
@@ -234,9 +231,7 @@ describe('runtime assembly with a git bundle', () => {
     const session = await createSession(e.t, {
       runBase: runBase(bundle({ requiredSkills: [{ name: 'review' }, { name: 'deploy' }] })),
     });
-    const sent = (
-      await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'x' })
-    ).body;
+    const sent = await sendToSession(e.t, session.sessionId, { prompt: 'x' });
     const blocked = await waitForCommand(e.t, sent.run.runId, sent.command.commandId, 90_000);
     assert.equal(blocked.state, 'blocked');
     assert.equal(blocked.failureKind, 'required-skill-unavailable');
@@ -278,11 +273,9 @@ describe('runtime assembly with a git bundle', () => {
           workspaceRef: { kind: 'git', repoUrl: privateUrl, branch: 'main' },
         },
       });
-      const sent = (
-        await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-          prompt: 'hello private',
-        })
-      ).body;
+      const sent = await sendToSession(e.t, session.sessionId, {
+        prompt: 'hello private',
+      });
       const done = await waitForCommand(e.t, sent.run.runId, sent.command.commandId, 90_000);
       assert.equal(done.state, 'completed', JSON.stringify(done));
       const events = await runEvents(e.t, sent.run.runId);

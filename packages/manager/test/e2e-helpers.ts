@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { after, before } from 'node:test';
 import { ensureTestTag, FakeProvider, killTagged, waitForNoTaggedProcesses } from '@svc/testkit';
-import { runBody, startTestManager, type TestManager, type TestManagerOptions } from './helpers.js';
+import {
+  createSession as createTestSession,
+  runBody,
+  SESSION_RUN_BASE,
+  startTestManager,
+  type TestManager,
+  type TestManagerOptions,
+} from './helpers.js';
 
 /**
  * End-to-end rig: a listening manager whose local launcher starts real runner processes, which
@@ -180,24 +187,21 @@ export function killGroup(pid: number): void {
   }
 }
 
-/** A session on the e2e profile (opaque workspace). */
-export async function createSession(
+/** Send to a session; the answer names the decision, the run and the command. */
+export async function sendToSession(
   t: TestManager,
-  extra: Record<string, unknown> = {},
+  sessionId: string,
+  body: Record<string, unknown>,
 ): Promise<any> {
-  const created = await t.api('POST', '/api/v1/sessions', {
-    backendProfile: 'builtin-a',
-    runBase: {
-      tenantId: 'tenant-a',
-      projectId: 'proj-1',
-      workspaceRef: { kind: 'opaque' },
-      providerId: 'openai',
-      executionPolicy: { timeoutMs: 60_000 },
-    },
+  return (await t.api('POST', `/api/v1/sessions/${sessionId}/send`, body)).body;
+}
+
+/** A session on the e2e profile (opaque workspace, a 60 s turn timeout). */
+export function createSession(t: TestManager, extra: Record<string, unknown> = {}): Promise<any> {
+  return createTestSession(t, {
+    runBase: { ...SESSION_RUN_BASE, executionPolicy: { timeoutMs: 60_000 } },
     ...extra,
   });
-  assert.equal(created.status, 201, created.raw);
-  return created.body;
 }
 
 /** Write a profile's key and provider through the profile API, as the business backend does. */

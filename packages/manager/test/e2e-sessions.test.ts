@@ -11,6 +11,7 @@ import {
   useE2E,
   waitFor,
   waitForCommand,
+  sendToSession,
 } from './e2e-helpers.js';
 
 const rig = useE2E();
@@ -22,11 +23,9 @@ describe('sessions with the real agent', () => {
       { kind: 'text', text: 'Your name is Ada.' },
     );
     const session = await createSession(rig.e.t);
-    const first = (
-      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-        prompt: 'My name is Ada. Remember it.',
-      })
-    ).body;
+    const first = await sendToSession(rig.e.t, session.sessionId, {
+      prompt: 'My name is Ada. Remember it.',
+    });
     assert.equal(first.decision, 'new-run');
     assert.equal(
       (await waitForCommand(rig.e.t, first.run.runId, first.command.commandId)).state,
@@ -51,11 +50,9 @@ describe('sessions with the real agent', () => {
     assert.ok(storage.storage_files_count >= 1, 'the runner reported the rollout files');
     assert.match(storage.storage_sha256, /^[0-9a-f]{64}$/);
 
-    const second = (
-      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-        prompt: 'What is my name?',
-      })
-    ).body;
+    const second = await sendToSession(rig.e.t, session.sessionId, {
+      prompt: 'What is my name?',
+    });
     assert.equal(second.decision, 'new-run');
     assert.notEqual(second.run.runId, first.run.runId);
     assert.notEqual(second.runnerJob.attemptId, first.runnerJob.attemptId, 'a new runner process');
@@ -82,9 +79,7 @@ describe('sessions with the real agent', () => {
   it('maps a missing rollout to session-store-evicted only with a session volume, else thread-resume-failed', async () => {
     rig.e.provider.enqueue({ kind: 'text', text: 'first' });
     const session = await createSession(rig.e.t);
-    const first = (
-      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
-    ).body;
+    const first = await sendToSession(rig.e.t, session.sessionId, { prompt: 'hello' });
     await waitForCommand(rig.e.t, first.run.runId, first.command.commandId);
     // The rollout files vanish from the volume behind the service's back.
     await rm(join(rig.e.t.dataDir, 'sessions', session.sessionId), {
@@ -92,11 +87,9 @@ describe('sessions with the real agent', () => {
       force: true,
     });
     await mkdir(join(rig.e.t.dataDir, 'sessions', session.sessionId));
-    const second = (
-      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
-        prompt: 'zebra-seven-lookup',
-      })
-    ).body;
+    const second = await sendToSession(rig.e.t, session.sessionId, {
+      prompt: 'zebra-seven-lookup',
+    });
     const failed = await waitForCommand(rig.e.t, second.run.runId, second.command.commandId);
     assert.equal(failed.state, 'failed');
     assert.equal(failed.failureKind, 'session-store-evicted');
@@ -122,9 +115,7 @@ describe('sessions with the real agent', () => {
   it('refuses a send after the storage is deleted, creating no runner job', async () => {
     rig.e.provider.enqueue({ kind: 'text', text: 'ok' });
     const session = await createSession(rig.e.t);
-    const first = (
-      await rig.e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
-    ).body;
+    const first = await sendToSession(rig.e.t, session.sessionId, { prompt: 'hello' });
     await waitForCommand(rig.e.t, first.run.runId, first.command.commandId);
     const deleted = await rig.e.t.api('DELETE', `/api/v1/sessions/${session.sessionId}/storage`);
     assert.equal(deleted.body.storage_kind, 'evicted');

@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -151,6 +152,28 @@ export function runBody(overrides: Record<string, unknown> = {}): Record<string,
     traceSink: null,
     ...overrides,
   };
+}
+
+/** The run base of a test session: opaque workspace, default provider. */
+export const SESSION_RUN_BASE = {
+  tenantId: 'tenant-a',
+  projectId: 'proj-1',
+  workspaceRef: { kind: 'opaque' },
+  providerId: 'openai',
+};
+
+/** A session on builtin-a; `extra` replaces top-level fields (profile, runBase, …). */
+export async function createSession(
+  t: TestManager,
+  extra: Record<string, unknown> = {},
+): Promise<any> {
+  const created = await t.api('POST', '/api/v1/sessions', {
+    backendProfile: 'builtin-a',
+    runBase: SESSION_RUN_BASE,
+    ...extra,
+  });
+  assert.equal(created.status, 201, created.raw);
+  return created.body;
 }
 
 /** A runner speaking the runner-facing API, as a runner process would. */

@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'node:test';
 import { ConfigError } from '@svc/contracts';
 import { FakeKube } from '@svc/testkit';
 import { loadConfig } from '../src/config.js';
-import { runBody, startTestManager, type TestManager } from './helpers.js';
+import { createSession, runBody, startTestManager, type TestManager } from './helpers.js';
 import { containerEnv, eventually, validateManifest } from './kube-helpers.js';
 
 const NS = 'svc-v01';
@@ -147,17 +147,7 @@ describe('a manager on the Kubernetes launcher and Secret store', () => {
   });
 
   it('a session creates its claim; its runner Job mounts it in the agent home', async () => {
-    const session = await t.api('POST', '/api/v1/sessions', {
-      backendProfile: 'builtin-a',
-      runBase: {
-        tenantId: 'tenant-a',
-        projectId: 'proj-1',
-        workspaceRef: { kind: 'opaque' },
-        providerId: 'openai',
-      },
-    });
-    assert.equal(session.status, 201, session.raw);
-    const sessionId = session.body.sessionId as string;
+    const sessionId = (await createSession(t)).sessionId as string;
     const pvcName = `svc-v01-session-${sessionId}`;
     const claim = fake.get('persistentvolumeclaims', NS, pvcName) as any;
     assert.ok(claim, 'the claim was created with the session');

@@ -14,7 +14,7 @@ import {
 } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
 import { runBody, startTestManager, TestRunner } from './helpers.js';
-import { createSession, startE2E, waitForCommand } from './e2e-helpers.js';
+import { createSession, sendToSession, startE2E, waitForCommand } from './e2e-helpers.js';
 
 const tag = ensureTestTag();
 
@@ -89,9 +89,7 @@ describe('embedded PGlite store', () => {
         { kind: 'text', text: 'queue task answer' },
       );
       const session = await createSession(e.t);
-      const sent = (
-        await e.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, { prompt: 'hello' })
-      ).body;
+      const sent = await sendToSession(e.t, session.sessionId, { prompt: 'hello' });
       assert.equal(
         (await waitForCommand(e.t, sent.run.runId, sent.command.commandId)).state,
         'completed',

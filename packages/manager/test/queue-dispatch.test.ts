@@ -15,6 +15,7 @@ import {
   submit,
   type QueueRig,
 } from './queue-helpers.js';
+import { createSession } from './helpers.js';
 
 let rig: QueueRig;
 before(async () => {
@@ -244,17 +245,7 @@ describe('queue dispatch', () => {
 
   it('runs a task with a sessionRef in that session: its profile, its thread, never while busy', async () => {
     await rig.t.configureProfile('builtin-c');
-    const session = (
-      await api('POST', '/api/v1/sessions', {
-        backendProfile: 'builtin-c',
-        runBase: {
-          tenantId: 'tenant-a',
-          projectId: 'proj-1',
-          workspaceRef: { kind: 'opaque' },
-          providerId: 'openai',
-        },
-      })
-    ).body;
+    const session = await createSession(rig.t, { backendProfile: 'builtin-c' });
     const first = await submit(rig.t, { sessionRef: { sessionId: session.sessionId } });
     assert.equal(first.backendProfile, 'builtin-c', 'the task inherits the session profile');
     const d1 = await dispatch(rig.t, first.taskId);

@@ -9,6 +9,7 @@ import {
   taskBody,
   type QueueRig,
 } from './queue-helpers.js';
+import { createSession } from './helpers.js';
 
 let rig: QueueRig;
 before(async () => {
@@ -58,17 +59,7 @@ describe('queue dry runs write nothing', () => {
   });
 
   it('dispatch of a task with a session: the session decision, nothing written', async () => {
-    const session = (
-      await api('POST', '/api/v1/sessions', {
-        backendProfile: 'builtin-a',
-        runBase: {
-          tenantId: 'tenant-a',
-          projectId: 'proj-1',
-          workspaceRef: { kind: 'opaque' },
-          providerId: 'openai',
-        },
-      })
-    ).body;
+    const session = await createSession(rig.t);
     const task = await submit(rig.t, { sessionRef: { sessionId: session.sessionId } });
     const plan = await dryRun('POST', `/api/v1/queue/tasks/${task.taskId}/dispatch`, {});
     assert.equal(plan.plan.session.origin, 'task-session-ref');

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { startTestManager, TestRunner, type TestManager } from './helpers.js';
+import {
+  createSession,
+  SESSION_RUN_BASE,
+  startTestManager,
+  TestRunner,
+  type TestManager,
+} from './helpers.js';
 
 let t: TestManager;
 before(async () => {
@@ -12,22 +18,9 @@ before(async () => {
 });
 after(() => t.close());
 
-const runBase = {
-  tenantId: 'tenant-a',
-  projectId: 'proj-1',
-  workspaceRef: { kind: 'opaque' },
-  providerId: 'openai',
-};
+const runBase = SESSION_RUN_BASE;
 let counter = 0;
-async function newSession(extra: Record<string, unknown> = {}): Promise<any> {
-  const created = await t.api('POST', '/api/v1/sessions', {
-    backendProfile: 'builtin-a',
-    runBase,
-    ...extra,
-  });
-  assert.equal(created.status, 201, created.raw);
-  return created.body;
-}
+const newSession = (extra: Record<string, unknown> = {}): Promise<any> => createSession(t, extra);
 const send = (id: string, body: Record<string, unknown>) =>
   t.api('POST', `/api/v1/sessions/${id}/send`, { runnerJob: false, ...body });
 const counts = async () => {

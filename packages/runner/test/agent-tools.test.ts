@@ -1,13 +1,30 @@
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, describe, it, type TestContext } from 'node:test';
 import { functionCallOutput, processesWithTag, userTexts } from '@svc/testkit';
 import { descendantsOf } from '../src/agent/index.js';
 import { agentFixture, leakGuard, named, recorder, sleep, waitUntil } from './agent-helpers.js';
 
 const guard = leakGuard();
 after(() => guard.check());
+
+/** A turn whose shell command (`sleep 30`) has started, for interrupt and cancel. */
+async function sleepingTurn(t: TestContext, prompt: string) {
+  const fx = await agentFixture();
+  t.after(() => fx.cleanup());
+  fx.provider.enqueue({ kind: 'tool-call', command: 'sleep 30', yieldTimeMs: 60_000 });
+  const agent = await fx.start();
+  const { thread } = await agent.startThread({ cwd: fx.workspace });
+  const rec = recorder();
+  const turn = await agent.runTurn(thread.id, prompt, { onEvent: rec.onEvent });
+  await waitUntil(
+    () => named(rec.events, 'item.started').length > 0,
+    10_000,
+    'the command to start',
+  );
+  return { agent, rec, turn };
+}
 
 describe('agent tools, steer and interrupt', () => {
   it('reports a tool call as started and completed with its exit code and bounded output', async (t) => {
@@ -131,18 +148,7 @@ describe('agent tools, steer and interrupt', () => {
   });
 
   it('interrupts a turn mid-command (cancelled), and killTree leaves no agent or shell process', async (t) => {
-    const fx = await agentFixture();
-    t.after(() => fx.cleanup());
-    fx.provider.enqueue({ kind: 'tool-call', command: 'sleep 30', yieldTimeMs: 60_000 });
-    const agent = await fx.start();
-    const { thread } = await agent.startThread({ cwd: fx.workspace });
-    const rec = recorder();
-    const turn = await agent.runTurn(thread.id, 'sleep for a while', { onEvent: rec.onEvent });
-    await waitUntil(
-      () => named(rec.events, 'item.started').length > 0,
-      10_000,
-      'the command to start',
-    );
+    const { agent, rec, turn } = await sleepingTurn(t, 'sleep for a while');
     await waitUntil(
       () => processesWithTag(guard.tag).some((p) => p.command.startsWith('sleep 30')),
       5000,
@@ -172,18 +178,7 @@ describe('agent tools, steer and interrupt', () => {
   });
 
   it('cancel() with kill "always" ends the turn and the whole tree', async (t) => {
-    const fx = await agentFixture();
-    t.after(() => fx.cleanup());
-    fx.provider.enqueue({ kind: 'tool-call', command: 'sleep 30', yieldTimeMs: 60_000 });
-    const agent = await fx.start();
-    const { thread } = await agent.startThread({ cwd: fx.workspace });
-    const rec = recorder();
-    const turn = await agent.runTurn(thread.id, 'sleep again', { onEvent: rec.onEvent });
-    await waitUntil(
-      () => named(rec.events, 'item.started').length > 0,
-      10_000,
-      'the command to start',
-    );
+    const { agent, turn } = await sleepingTurn(t, 'sleep again');
     const outcome = await turn.cancel({ graceMs: 2000, kill: 'always' });
     assert.equal(outcome.status, 'cancelled');
     await agent.process.exited;

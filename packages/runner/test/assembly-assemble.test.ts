@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceError } from '@svc/contracts';
+import type { ServiceError } from '@svc/contracts';
 import {
   assembleRuntime,
   assembledPath,
@@ -17,6 +17,7 @@ import {
   git,
   makeLabRepo,
   removeDir,
+  serviceFailure,
   tempDir,
   type LabRepo,
 } from './assembly-helpers.js';
@@ -45,15 +46,9 @@ function options(
 }
 
 async function failsAt(opts: AssembleOptions, kind: string, step: string): Promise<ServiceError> {
-  let caught: ServiceError | undefined;
-  await assert.rejects(assembleRuntime(opts), (error: unknown) => {
-    assert.ok(error instanceof ServiceError, String(error));
-    assert.equal(error.failureKind, kind, error.message);
-    assert.equal(error.details?.['assemblyStep'], step);
-    caught = error;
-    return true;
-  });
-  return caught!;
+  const error = await serviceFailure(assembleRuntime(opts), kind);
+  assert.equal(error.details?.['assemblyStep'], step);
+  return error;
 }
 
 before(async () => {

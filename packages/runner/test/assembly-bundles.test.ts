@@ -9,7 +9,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceError } from '@svc/contracts';
+import type { ServiceError } from '@svc/contracts';
 import { assembleRuntime, type AssembleOptions } from '../src/assembly/index.js';
 import {
   commit,
@@ -19,6 +19,7 @@ import {
   makeExtraRepo,
   makeLabRepo,
   removeDir,
+  serviceFailure,
   tempDir,
   type LabRepo,
 } from './assembly-helpers.js';
@@ -48,15 +49,9 @@ async function refused(
   kind: string,
   pattern: RegExp,
 ): Promise<ServiceError> {
-  let caught: ServiceError | undefined;
-  await assert.rejects(assembleRuntime(opts), (error: unknown) => {
-    assert.ok(error instanceof ServiceError, String(error));
-    assert.equal(error.failureKind, kind, error.message);
-    assert.match(error.message, pattern);
-    caught = error;
-    return true;
-  });
-  return caught!;
+  const error = await serviceFailure(assembleRuntime(opts), kind);
+  assert.match(error.message, pattern);
+  return error;
 }
 
 before(async () => {

@@ -14,6 +14,7 @@ import {
   git,
   makeLabRepo,
   removeDir,
+  serviceFailure,
   tempDir,
   type LabRepo,
 } from './assembly-helpers.js';
@@ -35,12 +36,8 @@ function ctx(extra: Partial<GitBundleContext> = {}): GitBundleContext {
 const nextDir = () => join(root, `ws-${++n}`);
 
 async function rejectsWith(promise: Promise<unknown>, kind: string, pattern?: RegExp) {
-  await assert.rejects(promise, (error: unknown) => {
-    assert.ok(error instanceof ServiceError, `expected a ServiceError, got ${String(error)}`);
-    assert.equal(error.failureKind, kind, error.message);
-    if (pattern) assert.match(error.message, pattern);
-    return true;
-  });
+  const error = await serviceFailure(promise, kind);
+  if (pattern) assert.match(error.message, pattern);
 }
 
 before(async () => {

@@ -15,6 +15,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
+import assert from 'node:assert/strict';
+import { ServiceError } from '@svc/contracts';
 
 /**
  * Real git repositories for assembly tests: working repositories with branches, tags and a
@@ -22,6 +24,22 @@ import { dirname, join, normalize } from 'node:path';
  * `git http-backend` on loopback that demands Basic or Bearer authentication.
  */
 export const REPO_TOOLS_DIR = join(import.meta.dirname, '../../../tools');
+
+/** The ServiceError `work` fails with (of `kind`, when given); any other outcome fails the test. */
+export async function serviceFailure(
+  work: Promise<unknown> | (() => unknown),
+  kind?: string,
+): Promise<ServiceError> {
+  let caught: unknown;
+  try {
+    await (typeof work === 'function' ? work() : work);
+  } catch (error) {
+    caught = error;
+  }
+  assert.ok(caught instanceof ServiceError, `expected a ServiceError, got ${String(caught)}`);
+  if (kind !== undefined) assert.equal(caught.failureKind, kind, caught.message);
+  return caught;
+}
 
 const GIT_ENV = {
   PATH: process.env['PATH'] ?? '/usr/bin:/bin',

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ServiceError, sha256Hex, type PromptRef } from '@svc/contracts';
+import { sha256Hex, type PromptRef } from '@svc/contracts';
 import {
   checkRequiredSkills,
   composeTurnPrompt,
@@ -11,7 +11,7 @@ import {
   type SkillFact,
 } from '../src/assembly/index.js';
 import { frontMatter } from '../src/assembly/skills.js';
-import { removeDir, tempDir, writeFiles } from './assembly-helpers.js';
+import { removeDir, serviceFailure, tempDir, writeFiles } from './assembly-helpers.js';
 
 let root: string;
 let n = 0;
@@ -28,18 +28,6 @@ const prompt = (name: string, path: string, required = true): PromptRef => ({
   inject: 'thread-start',
   required,
 });
-
-function failure(fn: () => unknown): Promise<ServiceError> {
-  return Promise.resolve()
-    .then(fn)
-    .then(
-      () => assert.fail('expected a failure'),
-      (error: unknown) => {
-        assert.ok(error instanceof ServiceError, String(error));
-        return error;
-      },
-    );
-}
 
 before(async () => {
   root = await tempDir('skills');
@@ -92,7 +80,7 @@ describe('skills', () => {
       required: ['beta'],
       found: [{ name: 'beta', sha256: sha256Hex('beta\n'), bytes: 5 }],
     });
-    const error = await failure(() =>
+    const error = await serviceFailure(() =>
       checkRequiredSkills([{ name: 'alpha' }, { name: 'gamma' }, { name: 'delta' }], skills),
     );
     assert.equal(error.failureKind, 'required-skill-unavailable');
@@ -105,7 +93,7 @@ describe('skills', () => {
 
   it('refuses a skill directory that is a symlink out of the workspace', async () => {
     const ws = workspace({ '.agents/skills/evil': { symlink: '/etc' } });
-    const error = await failure(() => discoverSkills({ workspaceRoot: ws }));
+    const error = await serviceFailure(() => discoverSkills({ workspaceRoot: ws }));
     assert.equal(error.failureKind, 'schema-invalid');
     assert.match(error.message, /\.agents\/skills\/evil/);
   });
@@ -154,7 +142,7 @@ describe('prompts', () => {
     assert.equal(skipped.facts[1]?.status, 'skipped');
     assert.equal(skipped.facts[1]?.skipReason, 'missing');
     assert.equal(skipped.prompts.length, 1);
-    const error = await failure(() => readPrompts(ws, [prompt('req', 'prompts/none.md')]));
+    const error = await serviceFailure(() => readPrompts(ws, [prompt('req', 'prompts/none.md')]));
     assert.equal(error.failureKind, 'prompt-unavailable');
     assert.deepEqual(error.details, { name: 'req', path: 'prompts/none.md' });
   });
@@ -165,7 +153,7 @@ describe('prompts', () => {
       'exact.md': 'y'.repeat(64 * 1024),
       ...Object.fromEntries([1, 2, 3, 4].map((i) => [`p${i}.md`, 'z'.repeat(64 * 1024)])),
     });
-    const single = await failure(() => readPrompts(ws, [prompt('big', 'big.md', false)]));
+    const single = await serviceFailure(() => readPrompts(ws, [prompt('big', 'big.md', false)]));
     assert.equal(single.failureKind, 'prompt-too-large');
     assert.equal(single.details?.['bytes'], 64 * 1024 + 1);
     assert.equal(single.details?.['capBytes'], 64 * 1024);
@@ -174,7 +162,7 @@ describe('prompts', () => {
       [1, 2, 3, 4].map((i) => prompt(`p${i}`, `p${i}.md`)),
     );
     assert.equal(four.totalBytes, 256 * 1024);
-    const total = await failure(() =>
+    const total = await serviceFailure(() =>
       readPrompts(ws, [
         ...[1, 2, 3, 4].map((i) => prompt(`p${i}`, `p${i}.md`)),
         prompt('exact', 'exact.md'),
@@ -187,7 +175,7 @@ describe('prompts', () => {
   it('refuses prompt paths that escape: ../, absolute, and a symlink out of the checkout', async () => {
     const ws = workspace({ 'prompts/escape.md': { symlink: '/etc/hostname' }, 'ok.md': 'ok\n' });
     for (const path of ['../ok.md', '/etc/hostname', 'prompts/escape.md']) {
-      const error = await failure(() => readPrompts(ws, [prompt('p', path)]));
+      const error = await serviceFailure(() => readPrompts(ws, [prompt('p', path)]));
       assert.equal(error.failureKind, 'schema-invalid', path);
       assert.ok(error.message.includes(path), error.message);
     }

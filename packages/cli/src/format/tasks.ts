@@ -64,15 +64,15 @@ export function taskLines(t: Task): string[] {
   return lines;
 }
 
-/** `--full`: the inputs, whole. */
+/** `--full`: the inputs, whole (a summary row may leave any of them out). */
 export function expandedBlocks(
-  t: Pick<Task, 'payload' | 'workspaceRef' | 'resourceBundleRef' | 'metadata'>,
+  t: Partial<Pick<Task, 'payload' | 'workspaceRef' | 'resourceBundleRef' | 'metadata'>>,
 ): string[] {
   return [
-    `payload:\n${JSON.stringify(t.payload, null, 2)}`,
-    `workspaceRef:\n${JSON.stringify(t.workspaceRef, null, 2)}`,
-    `resourceBundleRef:\n${JSON.stringify(t.resourceBundleRef, null, 2)}`,
-    `metadata:\n${JSON.stringify(t.metadata, null, 2)}`,
+    `payload:\n${JSON.stringify(t.payload ?? {}, null, 2)}`,
+    `workspaceRef:\n${JSON.stringify(t.workspaceRef ?? {}, null, 2)}`,
+    `resourceBundleRef:\n${JSON.stringify(t.resourceBundleRef ?? null, null, 2)}`,
+    `metadata:\n${JSON.stringify(t.metadata ?? {}, null, 2)}`,
   ];
 }
 

@@ -49,11 +49,8 @@ export const SessionCreateBody = Type.Object(
 );
 export type SessionCreateBody = Static<typeof SessionCreateBody>;
 
-export const SessionStorage = Type.Object({
-  storageKind: StringEnum(['pvc', 'evicted'] as const),
-  pvcName: Type.String(),
-  pvcNamespace: Type.String(),
-  pvcPhase: Nullable(Type.String()),
+/** What the storage holds and when it expires: on the session and on the storage routes. */
+const storageFacts = {
   storage_size_bytes: Nullable(Type.Integer()),
   storage_files_count: Nullable(Type.Integer()),
   storage_sha256: Nullable(Type.String()),
@@ -61,6 +58,14 @@ export const SessionStorage = Type.Object({
   storage_evicted_at: Nullable(Timestamp),
   expires_at: Timestamp,
   valuesPrinted: Type.Literal(false),
+};
+
+export const SessionStorage = Type.Object({
+  storageKind: StringEnum(['pvc', 'evicted'] as const),
+  pvcName: Type.String(),
+  pvcNamespace: Type.String(),
+  pvcPhase: Nullable(Type.String()),
+  ...storageFacts,
 });
 export type SessionStorage = Static<typeof SessionStorage>;
 
@@ -220,13 +225,7 @@ export const StorageResponse = Type.Object({
   pvcName: Type.String(),
   pvcPhase: Nullable(Type.String()),
   storage_kind: Type.String(),
-  storage_size_bytes: Nullable(Type.Integer()),
-  storage_files_count: Nullable(Type.Integer()),
-  storage_sha256: Nullable(Type.String()),
-  storage_updated_at: Nullable(Timestamp),
-  storage_evicted_at: Nullable(Timestamp),
-  expires_at: Timestamp,
-  valuesPrinted: Type.Literal(false),
+  ...storageFacts,
 });
 export type StorageResponse = Static<typeof StorageResponse>;
 

@@ -4,6 +4,7 @@ import type { GitCredential, GitRunner } from './git-exec.js';
 import { resolveFetchTarget, type FetchTarget, type MirrorConfig } from './mirror.js';
 import { infra, isMissing } from './paths.js';
 import { classifyGitFailure } from './git-errors.js';
+import type { RepositoryFact } from './summary.js';
 
 /**
  * Materialize one repository at one commit into an empty directory with the real `git`:
@@ -35,20 +36,21 @@ export interface GitBundleContext {
   commandTimeoutMs: number;
 }
 
-export interface CheckoutResult {
-  repoUrl: string;
-  fetchRepoUrl: string;
-  mirrorUsed: boolean;
-  mirrorBaseUrl: string | null;
+/** What a checkout asked for and what it produced; the assembly summary carries these too. */
+export interface CheckoutFacts {
   requestedRef: string | null;
   refSource: RefSource;
   requestedCommit: string | null;
   /** The remote ref the content came from (`refs/heads/main`, `HEAD`), null for a pinned non-tip. */
   resolvedRef: string | null;
+  /** The content identity of the run. */
   materializedCommit: string;
   checkoutTree: string;
   fetchMode: 'shallow' | 'full';
   objectFormat: 'sha1' | 'sha256';
+}
+
+export interface CheckoutResult extends RepositoryFact, CheckoutFacts {
   credentialUsed: boolean;
 }
 

@@ -33,15 +33,15 @@ export function composeTurnPrompt(input: TurnPromptInput): TurnPrompt {
   const newThread =
     input.threadId === undefined || input.threadId === null || input.threadId === '';
   const facts = (input.promptFacts ?? []).map((f) => ({ ...f, injected: false }));
-  if (!newThread) {
-    return {
-      text: input.userPrompt,
-      initialPromptInjected: false,
-      injectedPromptNames: [],
-      injectedSkillNames: [],
-      promptFacts: facts,
-    };
-  }
+  // A resumed thread already holds the instructions; a new one with none to give gets none.
+  const plain: TurnPrompt = {
+    text: input.userPrompt,
+    initialPromptInjected: false,
+    injectedPromptNames: [],
+    injectedSkillNames: [],
+    promptFacts: facts,
+  };
+  if (!newThread) return plain;
   const sections: string[] = [];
   const injectedPromptNames = input.prompts.map((p) => p.name);
   if (input.prompts.length > 0) {
@@ -58,15 +58,7 @@ export function composeTurnPrompt(input: TurnPromptInput): TurnPrompt {
       `# Skills available in .agents/skills (read a skill's SKILL.md before using it)\n\n${skillLines.lines.join('\n')}`,
     );
   }
-  if (sections.length === 0) {
-    return {
-      text: input.userPrompt,
-      initialPromptInjected: false,
-      injectedPromptNames: [],
-      injectedSkillNames: [],
-      promptFacts: facts,
-    };
-  }
+  if (sections.length === 0) return plain;
   const user = input.userPrompt.endsWith('\n') ? input.userPrompt : `${input.userPrompt}\n`;
   sections.push(
     `# User request\n\n----- BEGIN USER PROMPT -----\n${user}----- END USER PROMPT -----`,

@@ -1,4 +1,4 @@
-import type { RefSource } from './git-bundle.js';
+import type { CheckoutFacts } from './git-bundle.js';
 import type { PromptCaps, PromptFact } from './prompts.js';
 import type { RequiredSkillsSummary, SkillsSummary } from './skills.js';
 import type { ToolsSummary } from './tools-dir.js';
@@ -18,16 +18,17 @@ export interface RepositoryFact {
   mirrorBaseUrl: string | null;
 }
 
-export interface BundleCopyFact extends RepositoryFact {
+export interface BundleCopyFact
+  extends
+    RepositoryFact,
+    Pick<
+      CheckoutFacts,
+      'requestedRef' | 'refSource' | 'requestedCommit' | 'materializedCommit' | 'checkoutTree'
+    > {
   /** Position in `bundles[]`; null for a default lab bundle. */
   index: number | null;
   name: string;
   defaulted: boolean;
-  requestedRef: string | null;
-  refSource: RefSource;
-  requestedCommit: string | null;
-  materializedCommit: string;
-  checkoutTree: string;
   /** `checkout`: read from the top-level checkout; `scratch`: its own fetch. */
   source: 'checkout' | 'scratch';
   subpath: string;
@@ -54,7 +55,7 @@ export type AssemblyStep =
   | 'check-assembled-path'
   | 'summarize';
 
-export interface AssemblySummary {
+export interface AssemblySummary extends CheckoutFacts {
   kind: 'gitbundle';
   repository: RepositoryFact & {
     credentialRef: {
@@ -65,16 +66,6 @@ export interface AssemblySummary {
     } | null;
     credentialUsed: boolean;
   };
-  requestedRef: string | null;
-  refSource: RefSource;
-  requestedCommit: string | null;
-  /** The remote ref the content came from; null for a pinned commit that is no tip. */
-  resolvedRef: string | null;
-  /** The content identity of the run. */
-  materializedCommit: string;
-  checkoutTree: string;
-  fetchMode: 'shallow' | 'full';
-  objectFormat: 'sha1' | 'sha256';
   workspace: TreeCount & { root: string; checkoutDir: string };
   bundles: BundleCopyFact[];
   tools: ToolsSummary;

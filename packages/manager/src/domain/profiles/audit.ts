@@ -25,6 +25,17 @@ export interface AuditOutcome {
   configHashSuffix?: string | null;
 }
 
+/** The entry of a write (credential or config PUT): the delegation fields come from its body. */
+export function writeEntry(
+  profile: string,
+  action: 'credential-put' | 'config-put',
+  traceId: string,
+  body: Pick<AuditEntry, 'delegatedBy' | 'reason' | 'bridgeSyncDone'>,
+): AuditEntry {
+  const { delegatedBy, reason, bridgeSyncDone } = body;
+  return { profile, action, traceId, delegatedBy, reason, bridgeSyncDone };
+}
+
 const MAX_REASON = 1000;
 
 /** Run `operation`, then record its outcome; a failing audit write is logged, not thrown. */

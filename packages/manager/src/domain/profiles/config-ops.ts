@@ -9,7 +9,7 @@ import {
 import type { SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
 import { providerSecretName, secretRefRecord } from '../run-policy.js';
-import { audited } from './audit.js';
+import { audited, writeEntry } from './audit.js';
 import { parseConfigToml, renderConfigToml } from './config-toml.js';
 import { hashSalt, secretSuffixes } from './hashing.js';
 import {
@@ -88,17 +88,9 @@ export async function putProfileConfig(
   body: ProfileConfigPutBody,
   traceId: string,
 ): Promise<ProfileWriteResponse> {
-  const entry = {
-    profile,
-    action: 'config-put' as const,
-    traceId,
-    delegatedBy: body.delegatedBy,
-    reason: body.reason,
-    bridgeSyncDone: body.bridgeSyncDone,
-  };
   return audited(
     ctx,
-    entry,
+    writeEntry(profile, 'config-put', traceId, body),
     async () => {
       assertManageableProfile(profile);
       assertExpectedSecretRef(profile, body.secretRef);

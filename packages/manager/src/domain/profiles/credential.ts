@@ -1,7 +1,7 @@
 import type { CredentialPutBody, ProfileWriteResponse } from '@svc/contracts';
 import type { SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
-import { audited } from './audit.js';
+import { audited, writeEntry } from './audit.js';
 import { credentialConfig, parseConfigToml, renderConfigToml } from './config-toml.js';
 import { assertExpectedSecretRef, assertManageableProfile } from './rules.js';
 import { catalogFor, rewriteSecret, writeResponse } from './writes.js';
@@ -23,17 +23,9 @@ export async function putCredential(
     `${JSON.stringify({ OPENAI_API_KEY: body.apiKey, auth_mode: 'apikey' })}\n`,
   );
   ctx.redactor.add(authJson.toString('utf8').trim());
-  const entry = {
-    profile,
-    action: 'credential-put' as const,
-    traceId,
-    delegatedBy: body.delegatedBy,
-    reason: body.reason,
-    bridgeSyncDone: body.bridgeSyncDone,
-  };
   return audited(
     ctx,
-    entry,
+    writeEntry(profile, 'credential-put', traceId, body),
     async () => {
       assertManageableProfile(profile);
       assertExpectedSecretRef(profile, body.secretRef);

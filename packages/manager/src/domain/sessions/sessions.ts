@@ -300,20 +300,8 @@ export async function getStorage(
 }
 
 function storageResponse(row: SessionRow): StorageResponse {
-  const storage = storageOf(row);
-  return {
-    sessionId: row.session_id,
-    pvcName: storage.pvcName,
-    pvcPhase: storage.pvcPhase,
-    storage_kind: storage.storageKind,
-    storage_size_bytes: storage.storage_size_bytes,
-    storage_files_count: storage.storage_files_count,
-    storage_sha256: storage.storage_sha256,
-    storage_updated_at: storage.storage_updated_at,
-    storage_evicted_at: storage.storage_evicted_at,
-    expires_at: storage.expires_at,
-    valuesPrinted: false,
-  };
+  const { storageKind, pvcNamespace: _namespace, ...facts } = storageOf(row);
+  return { sessionId: row.session_id, storage_kind: storageKind, ...facts };
 }
 
 /** Delete the session's volume: the session becomes `evicted` and accepts no new work. */
