@@ -263,13 +263,11 @@ describe('KubernetesLauncher.launch', () => {
       volume(session.name).persistentVolumeClaim.claimName,
       'svc-v01-session-ses-abc123',
     );
-    for (const path of [
-      '/home/runner',
-      '/home/runner/workspace',
-      '/home/runner/agent-home',
-      '/tmp',
-    ])
+    for (const path of ['/home/runner/workspace', '/tmp'])
       assert.deepEqual(volume(mount(path).name).emptyDir, {}, path);
+    // Homes hold auth.json, keyed config and tool credential copies: memory-backed only.
+    for (const path of ['/home/runner', '/home/runner/agent-home'])
+      assert.deepEqual(volume(mount(path).name).emptyDir, { medium: 'Memory' }, path);
     // Every secret volume is a read-only projection.
     for (const m of container.volumeMounts)
       if (volume(m.name).secret) assert.equal(m.readOnly, true, m.mountPath);

@@ -48,10 +48,12 @@ export const jobSecretName = (jobName: string) => `${jobName}-env`;
 export function buildRunnerJob(spec: RunnerJobSpec, options: JobManifestOptions): RunnerJobObjects {
   checkReferences(spec, options.namespace);
   const labels = jobLabels(spec);
+  // Homes hold secret material (auth.json, config with keys, tool credential copies): memory
+  // only, so nothing of it reaches the node's disk and it is gone with the pod.
   const volumes: V1Volume[] = [
-    { name: 'runner-home', emptyDir: {} },
+    { name: 'runner-home', emptyDir: { medium: 'Memory' } },
     { name: 'workspace', emptyDir: {} },
-    { name: 'agent-home', emptyDir: {} },
+    { name: 'agent-home', emptyDir: { medium: 'Memory' } },
     { name: 'tmp', emptyDir: {} },
     secretVolume('job-env', jobSecretName(spec.jobName)),
     secretVolume('profile', spec.providerSecret.name),
