@@ -7,6 +7,7 @@ import type { BrokerConfig } from './config.js';
 import { RepoAllowlist } from './domain/repos.js';
 import type { WebProbeSentinel } from './features/web-probe-sentinel.js';
 import { CallerBoundary } from './http/caller-boundary.js';
+import { HostCheck } from './http/host-check.js';
 import { registerErrorHandling } from './http/errors.js';
 import { registerJsonBody } from './http/json-body.js';
 import { registerLifecycle } from './http/lifecycle.js';
@@ -37,6 +38,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     bodyLimit: BODY_LIMIT_BYTES,
     // The peer address decides the caller boundary; forwarded headers are caller-written.
     trustProxy: false,
+    // A request without Host reaches the Host check, so its refusal is audited like any other.
+    http: { requireHostHeader: false },
     return503OnClosing: true,
     forceCloseConnections: true,
     // The pino instance's own type is narrower than Fastify's default logger type.
@@ -60,6 +63,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   registerLifecycle(app, {
     boundary,
+    hosts: new HostCheck(config.allowedHosts),
     audit,
     redactor: deps.redactor,
     credentialRef: credential.display,

@@ -24,6 +24,8 @@ export interface BrokerConfig {
   };
   allowedRepos: RepoRef[];
   trustedCidrs: Cidr[];
+  /** Names a request's Host may carry besides loopback literals (lower case, no port). */
+  allowedHosts: string[];
   /** Absolute path of the JSONL audit file; null writes audit lines to standard output. */
   auditLog: string | null;
   features: FeatureConfig;
@@ -63,8 +65,18 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     else trustedCidrs.push(cidr);
   }
 
+  const host = r.string('AUTH_BROKER_HOST', '127.0.0.1');
+  const allowedHosts: string[] = [];
+  for (const item of r.list('AUTH_BROKER_ALLOWED_HOSTS', [])) {
+    if (/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i.test(item))
+      allowedHosts.push(item.toLowerCase());
+    else r.fail(`AUTH_BROKER_ALLOWED_HOSTS: ${JSON.stringify(item)} is not a host name`);
+  }
+  // A specific listen name or address is the broker's own; a wildcard is no name at all.
+  if (!['0.0.0.0', '::', '[::]'].includes(host)) allowedHosts.push(host.toLowerCase());
+
   const config: BrokerConfig = {
-    host: r.string('AUTH_BROKER_HOST', '127.0.0.1'),
+    host,
     port: r.int('AUTH_BROKER_PORT', 8081, { min: 0, max: 65535 }),
     codehost: {
       enabled: configuredFlag && credential !== null,
@@ -75,6 +87,7 @@ export function loadConfig(env: Env = process.env): BrokerConfig {
     },
     allowedRepos,
     trustedCidrs,
+    allowedHosts,
     auditLog: auditLog(r),
     features: features(r),
     logLevel: r.oneOf('AUTH_BROKER_LOG_LEVEL', LOG_LEVELS, 'info'),

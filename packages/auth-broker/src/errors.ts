@@ -44,8 +44,12 @@ export const BROKER_FAILURE_KINDS = {
     runnerDisposition: 'infra-blocked',
     retryable: false,
     origin: 'broker',
-    meaning: 'caller outside the private boundary (loopback or AUTH_BROKER_TRUSTED_CIDRS)',
-    next: ['operator: call from loopback or add the caller network to AUTH_BROKER_TRUSTED_CIDRS'],
+    meaning:
+      'caller outside the private boundary (loopback or AUTH_BROKER_TRUSTED_CIDRS), or a Host that is not the broker',
+    next: [
+      'operator: call from loopback or add the caller network to AUTH_BROKER_TRUSTED_CIDRS',
+      'operator: address the broker by a name in AUTH_BROKER_ALLOWED_HOSTS or a loopback literal',
+    ],
   },
   'repo-not-allowed': {
     httpStatus: 403,

@@ -72,7 +72,11 @@ describe('caller boundary', () => {
     const address = externalAddress();
     if (!address) return ctx.skip('no non-loopback interface on this machine');
     const t = await startTestBroker({
-      env: { AUTH_BROKER_HOST: '0.0.0.0', AUTH_BROKER_TRUSTED_CIDRS: `${address}/32` },
+      env: {
+        AUTH_BROKER_HOST: '0.0.0.0',
+        AUTH_BROKER_TRUSTED_CIDRS: `${address}/32`,
+        AUTH_BROKER_ALLOWED_HOSTS: address,
+      },
     });
     try {
       const res = await call(`http://${address}:${t.broker.port}/v1/codehost/cli`, {

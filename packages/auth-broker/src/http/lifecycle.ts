@@ -3,6 +3,7 @@ import type { Redactor } from '@svc/contracts';
 import type { AuditSink } from '../audit.js';
 import { BrokerError, failureEnvelope } from '../errors.js';
 import type { CallerBoundary } from './caller-boundary.js';
+import { requestHosts, type HostCheck } from './host-check.js';
 import { auditRecordFor, newRequestContext, type RequestContext } from './context.js';
 
 const contexts = new WeakMap<FastifyRequest, RequestContext>();
@@ -19,6 +20,7 @@ export function contextOf(request: FastifyRequest): RequestContext {
 
 export interface LifecycleDeps {
   boundary: CallerBoundary;
+  hosts: HostCheck;
   audit: AuditSink;
   redactor: Redactor;
   credentialRef: string;
@@ -32,16 +34,23 @@ export interface LifecycleDeps {
 export function registerLifecycle(app: FastifyInstance, deps: LifecycleDeps): void {
   app.addHook('onRequest', (request, _reply, done) => {
     contextOf(request);
-    if (deps.boundary.allows(request.socket.remoteAddress)) return done();
-    done(
-      new BrokerError(
-        'unauthorized-caller',
-        'the caller is outside the private boundary of the broker',
-        {
-          degradedReason: 'caller-not-trusted',
-        },
-      ),
-    );
+    if (!deps.boundary.allows(request.socket.remoteAddress))
+      return done(
+        new BrokerError(
+          'unauthorized-caller',
+          'the caller is outside the private boundary of the broker',
+          { degradedReason: 'caller-not-trusted' },
+        ),
+      );
+    if (!requestHosts(request.raw).every((host) => deps.hosts.allows(host)))
+      return done(
+        new BrokerError(
+          'unauthorized-caller',
+          'the request names a host that is not the broker (a configured name or loopback)',
+          { degradedReason: 'host-not-allowed' },
+        ),
+      );
+    done();
   });
 
   app.addHook('onSend', async (request, reply, payload) => {
