@@ -10,6 +10,7 @@ import { findCommand } from '../../store/commands.js';
 import { dbNow } from '../../store/runs.js';
 import { isTerminalCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
+import { checkJobOverrides, toolsOf } from '../runner-jobs/overrides.js';
 import { sendToSession } from '../sessions/send.js';
 import { checkDispatchable, claimAttempt, stalled } from './attempts.js';
 import { checkSessionRef, checkTaskInputs, runBaseOf } from './inputs.js';
@@ -43,16 +44,16 @@ export async function dispatchTask(
   const task = await getTaskRow(ctx.db, taskId);
   if (body.attemptId) {
     const known = await findAttempt(ctx.db, body.attemptId);
-    if (known) return { kind: 'dispatch', response: await replayAttempt(ctx, taskId, known) };
+    if (known) return { kind: 'dispatch', response: await replayAttempt(ctx, deps, taskId, known) };
   }
   const open = await openAttempt(ctx.db, taskId);
   checkDispatchable(task, open && !stalled(open, await dbNow(ctx.db)) ? open : undefined);
-  const prepared = await prepare(ctx, task);
+  const prepared = await prepare(ctx, deps, task, body);
   if (body.dryRun) return { kind: 'plan', plan: await plan(ctx, deps, task, prepared, body) };
 
   const claim = await claimAttempt(ctx, taskId, body.attemptId);
   if (claim.kind === 'replay')
-    return { kind: 'dispatch', response: await replayAttempt(ctx, taskId, claim.attempt) };
+    return { kind: 'dispatch', response: await replayAttempt(ctx, deps, taskId, claim.attempt) };
   return {
     kind: 'dispatch',
     response: await launchAttempt(ctx, deps, claim.task, claim.attempt, prepared, body),
@@ -61,11 +62,23 @@ export async function dispatchTask(
 
 /**
  * The checks a run of this task meets now (policy or profiles may have changed since submit),
- * made before an attempt is spent: profile usable, task session alive and idle.
+ * made before an attempt is spent: runner Job overrides, profile usable, task session alive
+ * and idle. A dry run meets the same checks, so it refuses what the dispatch would.
  */
-async function prepare(ctx: Ctx, task: TaskRow): Promise<Prepared> {
+async function prepare(
+  ctx: Ctx,
+  deps: QueueDeps,
+  task: TaskRow,
+  body: DispatchBody,
+): Promise<Prepared> {
   const runBase = runBaseOf(task);
   checkTaskInputs(ctx, runBase, task.backend_profile, task.payload);
+  checkJobOverrides(
+    deps.runnerJobs.images,
+    body.runnerJob ?? {},
+    toolsOf(runBase),
+    ctx.config.runnerJobs.platformDefaults,
+  );
   await ctx.hooks.assertProfileUsable(task.backend_profile);
   const sessionRef = (task.session_ref as SessionRef | null) ?? null;
   if (sessionRef) {

@@ -72,7 +72,7 @@ export async function launchAttempt(
       runnerJob: { ...(body.runnerJob ?? {}), attemptId: attempt.attempt_id },
       idempotencyKey: attempt.attempt_id,
     });
-    return await recordLaunch(ctx, task.task_id, attempt, sent);
+    return await recordLaunch(ctx, deps, task.task_id, attempt, sent);
   } catch (error) {
     await recordFailure(ctx, task.task_id, attempt, error);
     throw error;
@@ -81,6 +81,7 @@ export async function launchAttempt(
 
 async function recordLaunch(
   ctx: Ctx,
+  deps: QueueDeps,
   taskId: string,
   attempt: AttemptRow,
   sent: SendResponse,
@@ -123,6 +124,7 @@ async function recordLaunch(
       ? { commandId: sent.command.commandId, type: sent.command.type, state: sent.command.state }
       : null,
     job: job ?? null,
+    expectedWorkReady: deps.runnerJobs.workReady(),
   });
 }
 
@@ -182,6 +184,7 @@ async function recordFailure(
 /** A dispatch naming an attempt that exists answers that attempt as it is now. */
 export async function replayAttempt(
   ctx: Ctx,
+  deps: QueueDeps,
   taskId: string,
   attempt: AttemptRow,
 ): Promise<DispatchResponse> {
@@ -203,6 +206,7 @@ export async function replayAttempt(
       ? { commandId: command.command_id, type: command.type, state: command.state }
       : null,
     job: job ?? null,
+    expectedWorkReady: deps.runnerJobs.workReady(),
   });
 }
 
@@ -221,6 +225,7 @@ function response(
     run: DispatchResponse['run'];
     command: DispatchResponse['command'];
     job: RunnerJobRow | null;
+    expectedWorkReady: WorkReadySummary | null;
   },
 ): DispatchResponse {
   const sessionId = row.session_id!;
@@ -245,7 +250,8 @@ function response(
       thread: row.thread as DispatchResponse['session']['thread'],
     },
     sessionPath: sessionPath(sessionId),
-    workReady: (parts.job?.work_ready as WorkReadySummary | null) ?? null,
+    // What the runner reported at registration, else what its image is expected to have.
+    workReady: (parts.job?.work_ready as WorkReadySummary | null) ?? parts.expectedWorkReady,
     dryRun: false,
     mutation: parts.created,
     valuesPrinted: false,

@@ -20,14 +20,10 @@ import { getCommandRow, isTerminalCommand } from '../commands.js';
 import { secretRefRecord } from '../run-policy.js';
 import type { Ctx } from '../context.js';
 import { getRunRow, isTerminalRun, lockRunOrThrow } from '../runs.js';
-import { resolveImage, type ImagePolicy } from './images.js';
+import type { ImagePolicy } from './images.js';
+import { checkJobOverrides } from './overrides.js';
 import { pollingPaths, toRunnerJob, type RunnerJobRow } from './records.js';
-import {
-  checkTransientEnv,
-  hashedEntries,
-  platformEndpointDefaults,
-  transientEnvSummary,
-} from './transient-env.js';
+import { hashedEntries, platformEndpointDefaults, transientEnvSummary } from './transient-env.js';
 
 export interface RunnerJobDeps {
   launcher: Launcher;
@@ -67,8 +63,7 @@ export async function createRunnerJob(
   body: RunnerJobCreateBody,
 ): Promise<CreatedRunnerJob> {
   const entries = body.transientEnv ?? [];
-  checkTransientEnv(entries);
-  const image = resolveImage(deps.images, body.image, body.backendImageRef);
+  const { image } = checkJobOverrides(deps.images, body, [], {});
   const hash = payloadHash({
     commandId: body.commandId,
     attemptId: body.attemptId ?? null,

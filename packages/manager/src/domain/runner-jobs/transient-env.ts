@@ -3,7 +3,6 @@ import {
   ServiceError,
   sha256Hex,
   TRANSIENT_ENV_MAX_VALUE_BYTES,
-  type ToolCredentialRecord,
   type TransientEnvSummary,
 } from '@svc/contracts';
 
@@ -80,7 +79,7 @@ export function checkTransientEnv(entries: readonly EnvEntry[]): void {
  */
 export function platformEndpointDefaults(
   entries: readonly EnvEntry[],
-  tools: readonly ToolCredentialRecord[],
+  tools: ReadonlyArray<{ tool: string }>,
   defaults: Readonly<Record<string, string>>,
 ): EnvEntry[] {
   if (!tools.some((t) => t.tool === 'platform-ssh')) return [];

@@ -6,6 +6,7 @@ import { promptOf } from '../command-payload.js';
 import { createCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
 import { resolveProfile } from '../run-policy.js';
+import { checkJobOverrides, toolsOf } from '../runner-jobs/overrides.js';
 import { createRunnerJob, type RunnerJobDeps } from '../runner-jobs/runner-jobs.js';
 import { createRun } from '../runs.js';
 import { sessionPath, type SessionRow } from './records.js';
@@ -96,6 +97,15 @@ export async function sendToSession(
   const profile =
     body.backendProfile || body.providerProfile ? resolveProfile(body) : row.backend_profile;
   const decision = await decide(ctx, row, profile);
+  const runBase = { ...row.run_base, ...(body.runBase ?? {}) } as Record<string, unknown>;
+  // A new run's runner Job overrides are checked before the run and turn are written.
+  if (decision.decision === 'new-run' && body.runnerJob !== false)
+    checkJobOverrides(
+      deps.runnerJobs.images,
+      body.runnerJob ?? {},
+      toolsOf(runBase),
+      ctx.config.runnerJobs.platformDefaults,
+    );
   const base = {
     sessionId,
     decision: decision.decision,
@@ -178,10 +188,6 @@ export async function sendToSession(
       .where('session_id', '=', sessionId)
       .execute();
   }
-  const runBase = {
-    ...row.run_base,
-    ...(body.runBase ?? {}),
-  } as Record<string, unknown>;
   const run = await createRun(ctx, {
     ...(runBase as Parameters<typeof createRun>[1]),
     backendProfile: profile,
