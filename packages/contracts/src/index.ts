@@ -21,6 +21,7 @@ export * from './client.js';
 export * from './logging.js';
 export * from './schemas/common.js';
 export * from './schemas/runs.js';
+export * from './schemas/run-listing.js';
 export * from './schemas/commands.js';
 export * from './schemas/events.js';
 export * from './schemas/liveness.js';

@@ -1,5 +1,6 @@
-import { CancelBody, Run, RunCreateBody } from '@svc/contracts';
+import { CancelBody, Run, RunCreateBody, RunListQuery, RunPage } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
+import { listRuns } from '../domain/run-listing.js';
 import { cancelRun, createRun, getRun } from '../domain/runs.js';
 import { errors, RunParams, type App } from './common.js';
 
@@ -10,6 +11,12 @@ export function runRoutes(app: App, ctx: Ctx): void {
     async (request, reply) => {
       return reply.code(201).send(await createRun(ctx, request.body));
     },
+  );
+
+  app.get(
+    '/api/v1/runs',
+    { schema: { querystring: RunListQuery, response: { 200: RunPage, ...errors } } },
+    async (request) => listRuns(ctx, request.query),
   );
 
   app.get(

@@ -23,7 +23,9 @@ export class MigrationError extends Error {
 }
 
 function migrator(db: Db): Migrator {
-  return new Migrator({ db, provider: migrationProvider });
+  // Migration numbers are reserved per change and may land out of order: a store that already
+  // ran a later number still takes an earlier one that arrives afterwards.
+  return new Migrator({ db, provider: migrationProvider, allowUnorderedMigrations: true });
 }
 
 /**

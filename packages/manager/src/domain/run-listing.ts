@@ -1,0 +1,84 @@
+import { sql } from 'kysely';
+import { RUNS_PAGE_DEFAULT, ServiceError, type RunListQuery, type RunPage } from '@svc/contracts';
+import { dbNow } from '../store/runs.js';
+import type { Ctx } from './context.js';
+import { toRun } from './records.js';
+
+/**
+ * Keyset position over (created_at desc, run_id desc). created_at is kept in microseconds
+ * since the epoch: a millisecond Date would skip or repeat runs created within one millisecond.
+ */
+interface Position {
+  micros: string;
+  runId: string;
+}
+
+function encodeCursor(position: Position): string {
+  return Buffer.from(JSON.stringify(['r', position.micros, position.runId])).toString('base64url');
+}
+
+function decodeCursor(raw: string): Position {
+  try {
+    const parts = JSON.parse(Buffer.from(raw, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(parts) && parts.length === 3) {
+      const [kind, micros, runId] = parts as unknown[];
+      if (
+        kind === 'r' &&
+        typeof micros === 'string' &&
+        /^-?\d{1,16}$/.test(micros) &&
+        typeof runId === 'string' &&
+        runId.length <= 100
+      )
+        return { micros, runId };
+    }
+  } catch {
+    // fall through
+  }
+  throw new ServiceError('schema-invalid', 'cursor is not a cursor this service returned', {
+    field: 'cursor',
+  });
+}
+
+/** The created_at instant of a position, rebuilt exactly (integer microseconds, no float). */
+const instantOf = (micros: string) =>
+  sql`(timestamptz 'epoch' + ${micros}::bigint * interval '1 microsecond')`;
+
+export async function listRuns(ctx: Ctx, query: RunListQuery): Promise<RunPage> {
+  const limit = query.limit ?? RUNS_PAGE_DEFAULT;
+  let q = ctx.db
+    .selectFrom('runs')
+    .selectAll()
+    .select(sql<string>`(extract(epoch from created_at) * 1000000)::bigint::text`.as('created_us'));
+  if (query.tenantId !== undefined) q = q.where('tenant_id', '=', query.tenantId);
+  if (query.projectId !== undefined) q = q.where('project_id', '=', query.projectId);
+  if (query.backendProfile !== undefined) q = q.where('backend_profile', '=', query.backendProfile);
+  if (query.sessionId !== undefined) q = q.where('session_id', '=', query.sessionId);
+  if (query.state !== undefined) q = q.where('state', 'in', [...new Set(query.state.split(','))]);
+  if (query.createdAfter !== undefined)
+    q = q.where('created_at', '>', new Date(query.createdAfter));
+  if (query.createdBefore !== undefined)
+    q = q.where('created_at', '<', new Date(query.createdBefore));
+  if (query.cursor !== undefined) {
+    const position = decodeCursor(query.cursor);
+    q = q.where(
+      sql<boolean>`(created_at, run_id) < (${instantOf(position.micros)}, ${position.runId})`,
+    );
+  }
+  const [rows, now] = await Promise.all([
+    q
+      .orderBy('created_at', 'desc')
+      .orderBy('run_id', 'desc')
+      .limit(limit + 1)
+      .execute(),
+    dbNow(ctx.db),
+  ]);
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    runs: page.map((row) => toRun(row, now)),
+    nextCursor:
+      rows.length > limit && last
+        ? encodeCursor({ micros: last.created_us, runId: last.run_id })
+        : null,
+  };
+}
