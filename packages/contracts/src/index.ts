@@ -32,3 +32,5 @@ export * from './schemas/runner-jobs.js';
 export * from './schemas/sessions.js';
 export * from './schemas/profiles.js';
 export * from './schemas/queue.js';
+export * from './secret-patterns.js';
+export { isMaskable, secretForms, MIN_SECRET_LENGTH } from './secret-forms.js';

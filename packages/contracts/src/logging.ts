@@ -28,7 +28,8 @@ export interface RedactedLoggerOptions {
 /**
  * A pino logger with two layers of redaction: credential-bearing paths are censored by name,
  * and every serialized line is scrubbed of the registered secret values (and their encodings)
- * by exact value, so a secret pasted into a message is caught too.
+ * by exact value, so a secret pasted into a message is caught too, and of credential-shaped
+ * substrings (URL user info, bearer values, well-known token formats) nobody registered.
  */
 export function createRedactedLogger(options: RedactedLoggerOptions): Logger {
   return pino(
@@ -36,7 +37,7 @@ export function createRedactedLogger(options: RedactedLoggerOptions): Logger {
       level: options.level,
       ...(options.base ? { base: options.base } : {}),
       redact: { paths: SECRET_PATHS, censor: REDACTED },
-      hooks: { streamWrite: (line) => options.redactor.redact(line) },
+      hooks: { streamWrite: (line) => options.redactor.scrub(line) },
     },
     options.destination,
   );

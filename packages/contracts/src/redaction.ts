@@ -1,53 +1,152 @@
+import { literalMatcher } from './literal-matcher.js';
+import { isMaskable, REDACTED, secretForms } from './secret-forms.js';
+import { scrubSecretShapes } from './secret-patterns.js';
+
+export { REDACTED } from './secret-forms.js';
+
+/** Values one source may register (a Secret has a handful of keys). */
+const MAX_VALUES_PER_SOURCE = 64;
+const STATIC_SOURCE = '';
+
 /**
  * Redaction by exact value. Names-based redaction (a `password` key) misses a token pasted into
  * a message; value-based redaction catches it wherever it lands, including its common encodings.
+ *
+ * Values are registered per source (a Secret's name, the API keys, the store password): writing
+ * a source again replaces its values, and a value is forgotten once no source holds it, so the
+ * mask set stays as large as the secrets that exist. Values too short, too common or too low in
+ * entropy to be secrets are never registered. The encoded forms of each value are computed at
+ * registration; one matcher per mask-set version finds them all in a single pass.
  */
-export const REDACTED = '[redacted]';
-
-/** Secrets shorter than this are not registered: redacting "a" would shred every log line. */
-const MIN_SECRET_LENGTH = 6;
-
 export class Redactor {
-  readonly #needles = new Set<string>();
-  #sorted: string[] = [];
+  readonly #common = new Set<string>();
+  readonly #sources = new Map<string, Set<string>>();
+  /** value -> its forms and how many sources hold it */
+  readonly #values = new Map<string, { forms: string[]; holders: number }>();
+  #matcher: RegExp | null = null;
+  #stale = false;
 
-  /** Register a secret value; its base64, base64url, URL-encoded and JSON-escaped forms too. */
-  add(secret: string | undefined | null): this {
-    if (!secret || secret.length < MIN_SECRET_LENGTH) return this;
-    const forms = [
-      secret,
-      Buffer.from(secret).toString('base64'),
-      Buffer.from(secret).toString('base64url'),
-      encodeURIComponent(secret),
-      JSON.stringify(secret).slice(1, -1),
-    ];
-    for (const form of forms) if (form.length >= MIN_SECRET_LENGTH) this.#needles.add(form);
-    // Longest first, so a value containing another is replaced whole.
-    this.#sorted = [...this.#needles].sort((a, b) => b.length - a.length);
+  /** Words that are never secrets here (tenant ids, profile names): never registered. */
+  ignore(words: Iterable<string | undefined | null>): this {
+    for (const word of words) if (word) this.#common.add(word.toLowerCase());
+    for (const [source, values] of this.#sources)
+      for (const value of values)
+        if (this.#common.has(value.toLowerCase())) {
+          values.delete(value);
+          this.#release(value);
+          if (values.size === 0) this.#sources.delete(source);
+        }
     return this;
   }
 
+  /** Register a secret value for good (values a program holds for its whole life). */
+  add(secret: string | undefined | null): this {
+    const values = this.#sources.get(STATIC_SOURCE) ?? new Set<string>();
+    if (secret && !values.has(secret) && this.#acceptable(secret)) {
+      values.add(secret);
+      this.#hold(secret);
+      this.#sources.set(STATIC_SOURCE, values);
+    }
+    return this;
+  }
+
+  /**
+   * The values of one source, replacing what it registered before. Call only once the values
+   * are in force (a write succeeded): a refused write must register nothing.
+   */
+  register(source: string, values: Iterable<string | undefined | null>): this {
+    const next = new Set<string>();
+    for (const value of values) {
+      if (next.size >= MAX_VALUES_PER_SOURCE) break;
+      if (value && this.#acceptable(value)) next.add(value);
+    }
+    const previous = this.#sources.get(source) ?? new Set<string>();
+    for (const value of next) if (!previous.has(value)) this.#hold(value);
+    for (const value of previous) if (!next.has(value)) this.#release(value);
+    if (next.size > 0) this.#sources.set(source, next);
+    else this.#sources.delete(source);
+    return this;
+  }
+
+  /** Forget a source's values (its Secret was deleted), unless another source holds them. */
+  unregister(source: string): this {
+    return this.register(source, []);
+  }
+
+  /** How many distinct secret values are masked. */
   get size(): number {
-    return this.#needles.size;
+    return this.#values.size;
+  }
+
+  /** How many needles (values and their encoded forms) the matcher looks for. */
+  get formCount(): number {
+    let n = 0;
+    for (const entry of this.#values.values()) n += entry.forms.length;
+    return n;
   }
 
   redact(text: string): string {
-    let out = text;
-    for (const needle of this.#sorted) {
-      if (out.includes(needle)) out = out.split(needle).join(REDACTED);
-    }
-    return out;
+    const matcher = this.#current();
+    if (!matcher) return text;
+    matcher.lastIndex = 0;
+    return text.replace(matcher, REDACTED);
+  }
+
+  /** Registered values and credential-shaped substrings nobody registered, both replaced. */
+  scrub(text: string): string {
+    return scrubSecretShapes(this.redact(text));
   }
 
   /** The same value with every string (and object key) redacted. */
   redactDeep<T>(value: T): T {
-    if (this.#sorted.length === 0) return value;
+    if (this.#values.size === 0) return value;
     return deep(value, (text) => this.redact(text)) as T;
+  }
+
+  /** The same value with every string (and object key) scrubbed. */
+  scrubDeep<T>(value: T): T {
+    return deep(value, (text) => this.scrub(text)) as T;
   }
 
   /** True when the text holds any registered secret form. */
   leaks(text: string): boolean {
-    return this.#sorted.some((needle) => text.includes(needle));
+    const matcher = this.#current();
+    if (!matcher) return false;
+    matcher.lastIndex = 0;
+    return matcher.test(text);
+  }
+
+  #acceptable(value: string): boolean {
+    return isMaskable(value, this.#common);
+  }
+
+  #hold(value: string): void {
+    const entry = this.#values.get(value);
+    if (entry) entry.holders++;
+    else {
+      this.#values.set(value, { forms: secretForms(value), holders: 1 });
+      this.#stale = true;
+    }
+  }
+
+  #release(value: string): void {
+    const entry = this.#values.get(value);
+    if (!entry) return;
+    if (--entry.holders > 0) return;
+    this.#values.delete(value);
+    this.#stale = true;
+  }
+
+  #current(): RegExp | null {
+    if (this.#stale) {
+      this.#matcher = literalMatcher(
+        (function* (values) {
+          for (const entry of values) yield* entry.forms;
+        })(this.#values.values()),
+      );
+      this.#stale = false;
+    }
+    return this.#matcher;
   }
 }
 

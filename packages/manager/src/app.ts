@@ -7,7 +7,7 @@ import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
 import { registerAuth } from './http/auth.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
-import { registerInputSafety } from './http/input-safety.js';
+import { registerBodyParsing } from './http/body-parser.js';
 import { registerValidation } from './http/validation.js';
 import type { Logger } from './logging.js';
 import { backendRoutes } from './routes/backends.js';
@@ -27,7 +27,6 @@ import { stopJobsOfCancelledRun, type RunnerJobDeps } from './domain/runner-jobs
 import type { SecretStore } from './secrets/store.js';
 import type { Store } from './store/db.js';
 
-export const BODY_LIMIT_BYTES = 1024 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export interface AppDeps {
@@ -50,7 +49,7 @@ export interface BuiltApp {
 export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   const app = Fastify({
     loggerInstance: deps.logger,
-    bodyLimit: BODY_LIMIT_BYTES,
+    bodyLimit: deps.config.bodyLimitBytes,
     // A caller's x-request-id becomes the traceId when it is a plain token; otherwise a new one.
     requestIdHeader: false,
     genReqId: (request) => {
@@ -66,7 +65,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     reply.header('x-request-id', request.id);
   });
   registerValidation(app);
-  registerInputSafety(app, deps.redactor);
+  registerBodyParsing(app, deps.redactor);
   registerErrorHandling(app);
   registerAuth(app, { apiKey: deps.config.apiKey, deploymentMode: deps.config.deploymentMode });
 

@@ -50,6 +50,10 @@ export interface ManagerConfig {
   deploymentMode: 'local' | 'runtime';
   apiKey: string | null;
   tenants: string[];
+  /** Largest request body accepted (413 beyond). */
+  bodyLimitBytes: number;
+  /** How often every controlled Secret is read again into the masks (changes made elsewhere). */
+  maskRefreshMs: number;
   policy: PolicyLimits;
   profiles: ProfileSettings;
   logLevel: string;
@@ -145,6 +149,11 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     deploymentMode,
     apiKey,
     tenants: r.list('SVC_TENANT_ALLOWLIST', ['tenant-a', 'tenant-b']),
+    bodyLimitBytes: r.int('SVC_BODY_LIMIT_BYTES', 1024 * 1024, {
+      min: 1024,
+      max: 64 * 1024 * 1024,
+    }),
+    maskRefreshMs: r.int('SVC_MASK_REFRESH_MS', 60_000, { min: 1000 }),
     policy,
     profiles: profileSettings(r),
     logLevel: r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),

@@ -1,10 +1,11 @@
 import type { DestinationStream } from 'pino';
-import { connectionStringPassword, Redactor } from '@svc/contracts';
+import { Redactor } from '@svc/contracts';
 import { buildApp, type BuiltApp } from './app.js';
 import type { ManagerConfig } from './config.js';
 import { createLogger, type Logger } from './logging.js';
 import { Maintenance } from './maintenance.js';
 import { createSecretStore } from './secrets/create-store.js';
+import { loadSecretMasks, newManagerRedactor } from './secrets/masks.js';
 import type { SecretStore } from './secrets/store.js';
 import { expireDue } from './store/commands.js';
 import { openStore, type Store } from './store/db.js';
@@ -44,9 +45,7 @@ export async function startManager(
   config: ManagerConfig,
   options: StartOptions = {},
 ): Promise<RunningManager> {
-  const redactor = new Redactor()
-    .add(config.apiKey)
-    .add(config.store.kind === 'postgres' ? connectionStringPassword(config.store.url) : undefined);
+  const redactor = newManagerRedactor(new Redactor(), config);
   const logger = createLogger({
     level: config.logLevel,
     redactor,
@@ -64,6 +63,13 @@ export async function startManager(
     throw error;
   }
   const secrets = await createSecretStore(config);
+  try {
+    // Every secret the manager is responsible for is masked before the first request.
+    await loadSecretMasks(secrets, redactor, logger);
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
   const launcher = await createLauncher(config, logger);
   const sessionVolumes = await createSessionVolumes(config);
   const workReady = await expectedWorkReady(config);
@@ -113,8 +119,11 @@ export async function startManager(
     name: 'session-gc',
     run: () => collectExpiredSessions(built.ctx, { volumes: sessionVolumes }),
   });
+  const masks = new Maintenance(config.maskRefreshMs, logger);
+  masks.add({ name: 'secret-masks', run: () => loadSecretMasks(secrets, redactor, logger) });
   maintenance.start();
   gc.start();
+  masks.start();
 
   let url = '';
   if (options.listen !== false) {
@@ -137,6 +146,7 @@ export async function startManager(
       (closing ??= (async () => {
         await maintenance.stop();
         await gc.stop();
+        await masks.stop();
         await built.app.close();
         await launcher.close();
         await store.close();

@@ -21,6 +21,14 @@ export const Slug = Type.String({ pattern: PROFILE_SLUG_PATTERN });
 /** Free text that is safe to store: no NUL (PostgreSQL text cannot hold it), bounded. */
 export const Text = (maxLength: number, minLength = 1) =>
   Type.String({ minLength, maxLength, pattern: '^[^\\u0000]*$' });
+/**
+ * A repository address from a caller. Credentials never ride in it (they travel through a
+ * SecretRef), so an address with user info (`https://user:pass@host/…`, `https:\\tok@host`,
+ * `user:pass@host:path`) is refused by the schema; the scp-like `git@host:path` stays valid.
+ */
+export const REPO_URL_PATTERN =
+  '^(?![\\x00-\\x20]*[A-Za-z][A-Za-z0-9+.-]*:[\\\\/\\t\\n\\r]*[^/\\\\?#@]*@)(?![^/@:]*:[^/@]*@)[^\\u0000]*$';
+export const RepoUrl = Type.String({ minLength: 1, maxLength: 2048, pattern: REPO_URL_PATTERN });
 export const Timestamp = Type.String({ description: 'ISO 8601 timestamp' });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 export const JsonObject = Type.Record(Type.String(), Type.Unknown());

@@ -3,6 +3,7 @@ import {
   Id,
   JsonObject,
   Nullable,
+  RepoUrl,
   SecretRefRecord,
   StringEnum,
   Text,
@@ -28,7 +29,7 @@ export const TRANSIENT_ENV_MAX_VALUE_BYTES = 4096;
 export const EnvImageSource = Type.Object(
   {
     kind: Type.Literal('env-image-dockerfile'),
-    repoUrl: Text(2048),
+    repoUrl: RepoUrl,
     commitId: Type.String({ pattern: '^([0-9a-f]{40}|[0-9a-f]{64})$' }),
     dockerfilePath: Text(1024),
   },

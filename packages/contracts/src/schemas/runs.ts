@@ -3,6 +3,7 @@ import {
   Id,
   JsonObject,
   Nullable,
+  RepoUrl,
   SecretRef,
   SecretRefRecord,
   Slug,
@@ -23,7 +24,7 @@ export const WorkspaceRef = Type.Union([
   Type.Object(
     {
       kind: Type.Literal('git'),
-      repoUrl: Type.Optional(Text(2048)),
+      repoUrl: Type.Optional(RepoUrl),
       branch: Type.Optional(Text(255)),
       worktree: Type.Optional(Text(255)),
     },
@@ -116,7 +117,7 @@ export type ExecutionPolicy = Static<typeof ExecutionPolicy>;
 export const BundleItem = Type.Object(
   {
     name: Type.Optional(Text(128)),
-    repoUrl: Type.Optional(Text(2048)),
+    repoUrl: Type.Optional(RepoUrl),
     ref: Type.Optional(Text(255)),
     commitId: Type.Optional(Type.String({ pattern: '^([0-9a-f]{40}|[0-9a-f]{64})$' })),
     subpath: Text(1024),
@@ -140,7 +141,7 @@ export type PromptRef = Static<typeof PromptRef>;
 export const ResourceBundleRef = Type.Object(
   {
     kind: Type.Literal('gitbundle'),
-    repoUrl: Text(2048),
+    repoUrl: RepoUrl,
     ref: Type.Optional(Text(255)),
     commitId: Type.Optional(Type.String({ pattern: '^([0-9a-f]{40}|[0-9a-f]{64})$' })),
     bundles: Type.Optional(Type.Array(BundleItem, { maxItems: 64 })),

@@ -1,5 +1,11 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { isServiceError, ServiceError, type ErrorBody, type FailureKind } from '@svc/contracts';
+import {
+  isServiceError,
+  REPO_URL_PATTERN,
+  ServiceError,
+  type ErrorBody,
+  type FailureKind,
+} from '@svc/contracts';
 
 const MAX_ISSUES = 10;
 
@@ -8,8 +14,13 @@ const MAX_ISSUES = 10;
  * answered with a generic message and the traceId to find the log line.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request, reply) => {
+  app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const failure = classify(error);
+    // A client still sending a large body reads no answer if the connection closes under it:
+    // the rest of the body is read (and dropped) first, then the 413 is sent.
+    if (failure.failureKind === 'body-too-large' && !(await drained(request))) {
+      reply.header('connection', 'close');
+    }
     if (failure.httpStatus >= 500) {
       request.log.error({ err: error }, 'request failed');
     } else {
@@ -28,6 +39,33 @@ export function registerErrorHandling(app: FastifyInstance): void {
       new ServiceError('not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
     ),
   );
+}
+
+/** Past this, a client still sending is answered and the connection closed after the 413. */
+const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+const DRAIN_MAX_MS = 10_000;
+
+function drained(request: FastifyRequest): Promise<boolean> {
+  const raw = request.raw;
+  if (raw.complete || raw.readableEnded || raw.destroyed) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    let seen = 0;
+    const finish = (ok: boolean) => {
+      clearTimeout(timer);
+      raw.off('data', onData).off('end', onEnd).off('error', onError).off('close', onEnd);
+      if (!ok) raw.pause();
+      resolve(ok);
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > DRAIN_MAX_BYTES) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const onError = () => finish(false);
+    const timer = setTimeout(() => finish(false), DRAIN_MAX_MS);
+    raw.on('data', onData).on('end', onEnd).on('error', onError).on('close', onEnd);
+    raw.resume();
+  });
 }
 
 /** Fastify's own early failures (malformed URL, param too long) in the same structured shape. */
@@ -121,5 +159,10 @@ function describeIssue(context: string, issue: AjvIssue): { path: string; messag
       message: `${base}.${field} is not allowed${hint ? ` (${hint})` : ''}`,
     };
   }
+  if (issue.keyword === 'pattern' && issue.params?.['pattern'] === REPO_URL_PATTERN)
+    return {
+      path: base,
+      message: `${base} must not embed credentials (user info); use a credentialRef`,
+    };
   return { path: base, message: `${base} ${issue.message ?? 'is invalid'}` };
 }

@@ -1,5 +1,3 @@
-import type { FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CredentialPutBody,
   ProfileConfig,
@@ -9,7 +7,6 @@ import {
   ProfileParams,
   ProfileStatus,
   ProfileWriteResponse,
-  ServiceError,
   Validation,
   ValidationParams,
   ValidationStarted,
@@ -95,77 +92,27 @@ export function providerProfileRoutes(app: App, ctx: Ctx, deps: ValidationDeps):
     async (request) => getValidation(ctx, request.params.profile, request.params.validationId),
   );
 
-  // The credential route parses its own body: see credentialBodyParser.
-  void app.register((scope: FastifyInstance) => {
-    scope.removeContentTypeParser('application/json');
-    scope.addContentTypeParser(
-      'application/json',
-      { parseAs: 'string' },
-      credentialBodyParser(ctx),
-    );
-    scope.withTypeProvider<TypeBoxTypeProvider>().put(
-      `${BASE}/:profile/credential`,
-      {
-        schema: {
-          params: ProfileParams,
-          body: CredentialPutBody,
-          response: { 200: ProfileWriteResponse, 201: ProfileWriteResponse, ...errors },
-        },
+  app.put(
+    `${BASE}/:profile/credential`,
+    {
+      // The key is taken as sent: one written earlier is a registered secret, and the same key
+      // sent again must not arrive as [redacted]. It goes into the Secret and nowhere else.
+      config: { secretFields: { apiKey: 'as-sent' } },
+      schema: {
+        params: ProfileParams,
+        body: CredentialPutBody,
+        response: { 200: ProfileWriteResponse, 201: ProfileWriteResponse, ...errors },
       },
-      async (request, reply) => {
-        const written = await putCredential(
-          ctx,
-          secrets,
-          request.params.profile,
-          request.body,
-          request.id,
-        );
-        return reply.code(written.created ? 201 : 200).send(written);
-      },
-    );
-    return Promise.resolve();
-  });
-}
-
-/**
- * The service redacts every known secret at the door. A key written earlier is known, so the
- * same key sent again would arrive as `[redacted]` and be stored as such: here `apiKey` is
- * taken as sent and registered with the redactor at once, and the rest of the body is
- * redacted as everywhere else.
- */
-function credentialBodyParser(ctx: Ctx) {
-  return (
-    _request: unknown,
-    body: string | Buffer,
-    done: (err: Error | null, body?: unknown) => void,
-  ) => {
-    const text = typeof body === 'string' ? body : body.toString('utf8');
-    if (text.trim() === '') {
-      done(new ServiceError('schema-invalid', 'request body is empty; send a JSON object'));
-      return;
-    }
-    try {
-      const parsed: unknown = JSON.parse(text);
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-        done(null, parsed);
-        return;
-      }
-      const { apiKey, ...rest } = parsed as Record<string, unknown>;
-      if (typeof apiKey === 'string') ctx.redactor.add(apiKey);
-      const redacted = wellFormed(ctx.redactor.redactDeep(rest), 0) as Record<string, unknown>;
-      done(null, apiKey === undefined ? redacted : { ...redacted, apiKey });
-    } catch {
-      done(new ServiceError('schema-invalid', 'request body is not valid JSON'));
-    }
-  };
-}
-
-/** PostgreSQL text cannot hold lone surrogates; deeper input is refused by the schema anyway. */
-function wellFormed(value: unknown, depth: number): unknown {
-  if (typeof value === 'string') return value.toWellFormed();
-  if (depth > 4 || value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) return value.map((v) => wellFormed(v, depth + 1));
-  return Object.fromEntries(
-    Object.entries(value).map(([k, v]) => [k.toWellFormed(), wellFormed(v, depth + 1)]),
+    },
+    async (request, reply) => {
+      const written = await putCredential(
+        ctx,
+        secrets,
+        request.params.profile,
+        request.body,
+        request.id,
+      );
+      return reply.code(written.created ? 201 : 200).send(written);
+    },
   );
 }

@@ -16,6 +16,9 @@ export function runnerJobRoutes(app: App, ctx: Ctx, deps: RunnerJobDeps): void {
   app.post(
     '/api/v1/runs/:runId/runner-jobs',
     {
+      // transientEnv values are the job's own credentials (a lab API key): masked if they are a
+      // registered secret, but not rewritten for looking like a token.
+      config: { secretFields: { transientEnv: 'no-shapes' } },
       schema: {
         params: RunParams,
         body: RunnerJobCreateBody,

@@ -8,8 +8,8 @@ import { catalogFor, rewriteSecret, writeResponse } from './writes.js';
 
 /**
  * PUT …/credential (spec/2 rules 1-4): the API key becomes auth.json inside this request and
- * goes nowhere else. It is registered with the redactor before anything else happens, so a
- * log line, event or error that might quote it prints `[redacted]`.
+ * goes nowhere else. It is registered for masking once the Secret write succeeded (a refused
+ * write registers nothing); until then only the write's own error path masks it.
  */
 export async function putCredential(
   ctx: Ctx,
@@ -18,11 +18,9 @@ export async function putCredential(
   body: CredentialPutBody,
   traceId: string,
 ): Promise<ProfileWriteResponse> {
-  ctx.redactor.add(body.apiKey);
   const authJson = Buffer.from(
     `${JSON.stringify({ OPENAI_API_KEY: body.apiKey, auth_mode: 'apikey' })}\n`,
   );
-  ctx.redactor.add(authJson.toString('utf8').trim());
   return audited(
     ctx,
     writeEntry(profile, 'credential-put', traceId, body),

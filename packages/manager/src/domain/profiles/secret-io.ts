@@ -1,4 +1,5 @@
-import { isServiceError, ServiceError, toError } from '@svc/contracts';
+import { isServiceError, Redactor, ServiceError, toError } from '@svc/contracts';
+import { registerSecret, secretValues } from '../../secrets/masks.js';
 import type { SecretMeta, SecretStore, StoredSecret } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
 import { providerSecretName } from '../run-policy.js';
@@ -25,7 +26,7 @@ export async function readProfileSecret(
   const name = providerSecretName(profile);
   try {
     const secret = await secrets.get(name);
-    if (secret) registerValues(ctx, secret.data);
+    registerSecret(ctx.redactor, name, secret?.data ?? null);
     return secret;
   } catch (error) {
     throw storeFailure(ctx, error, 'reading', name, 'secret-read-failed');
@@ -60,17 +61,23 @@ export async function writeProfileSecret(
   previous: StoredSecret | null,
 ): Promise<SecretMeta> {
   const name = providerSecretName(profile);
-  registerValues(ctx, data);
   const values = [...Object.values(data), ...Object.values(previous?.data ?? {})];
+  let written: SecretMeta;
   try {
-    return await secrets.put(name, data, {
+    written = await secrets.put(name, data, {
       labels: { ...scrub(previous?.labels ?? {}, values), ...MANAGED_LABELS },
       annotations: { ...scrub(previous?.annotations ?? {}, values), [PROFILE_ANNOTATION]: profile },
       expectedResourceVersion: previous?.resourceVersion ?? null,
     });
   } catch (error) {
-    throw storeFailure(ctx, error, 'writing', name, 'secret-write-failed');
+    // Not registered (the write did not happen), but a store error quoting the data is masked.
+    const unwritten = new Redactor().register('unwritten', secretValues(name, data));
+    throw storeFailure(ctx, error, 'writing', name, 'secret-write-failed', unwritten);
   }
+  // Masked from now on: the values are in force. The previous values are forgotten unless
+  // another Secret holds them.
+  registerSecret(ctx.redactor, name, data);
+  return written;
 }
 
 export async function deleteProfileSecret(
@@ -79,11 +86,14 @@ export async function deleteProfileSecret(
   profile: string,
 ): Promise<boolean> {
   const name = providerSecretName(profile);
+  let removed: boolean;
   try {
-    return await secrets.delete(name);
+    removed = await secrets.delete(name);
   } catch (error) {
     throw storeFailure(ctx, error, 'deleting', name, 'secret-delete-failed');
   }
+  registerSecret(ctx.redactor, name, null);
+  return removed;
 }
 
 function scrub(entries: Record<string, string>, values: readonly Buffer[]): Record<string, string> {
@@ -97,35 +107,18 @@ function scrub(entries: Record<string, string>, values: readonly Buffer[]): Reco
   );
 }
 
-/** Every value of a profile Secret is a secret to the logs, whatever key it sits under. */
-function registerValues(ctx: Pick<Ctx, 'redactor'>, data: Record<string, Buffer>): void {
-  const auth = data['auth.json'];
-  if (!auth) return;
-  const text = auth.toString('utf8');
-  ctx.redactor.add(text.trim());
-  try {
-    // auth_mode names a login kind ("apikey"): redacting it would only shred log lines.
-    const walk = (value: unknown): void => {
-      if (typeof value === 'string') ctx.redactor.add(value);
-      else if (value && typeof value === 'object')
-        for (const [key, child] of Object.entries(value)) if (key !== 'auth_mode') walk(child);
-    };
-    walk(JSON.parse(text));
-  } catch {
-    // not JSON: the whole text is registered
-  }
-}
-
 function storeFailure(
   ctx: Pick<Ctx, 'logger' | 'redactor'>,
   error: unknown,
   doing: string,
   name: string,
   reason: string,
+  unwritten?: Redactor,
 ): ServiceError {
   // The store's refusals (a foreign name, a concurrent change) are answers as they are.
   if (isServiceError(error) && error.failureKind !== 'infra-failed') return error;
-  const cause = ctx.redactor.redact(toError(error).message);
+  const message = ctx.redactor.redact(toError(error).message);
+  const cause = unwritten ? unwritten.redact(message) : message;
   ctx.logger.error({ secretName: name, err: cause }, `${doing} a provider Secret failed`);
   return new ServiceError('infra-failed', `${doing} Secret ${name} failed`, {
     reason,

@@ -1,0 +1,108 @@
+import { ServiceError } from '@svc/contracts';
+
+export type SecretFieldMode = 'as-sent' | 'no-shapes';
+
+/**
+ * True when the JSON text opens more than `max` arrays or objects at once. A scan of the raw
+ * text (strings skipped), so a 10,000-level document is refused before any parser or walk
+ * could recurse into it.
+ */
+export function nestsDeeper(text: string, max: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // Skip the string: to the next quote that is not escaped.
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+export interface CleanOptions {
+  /** Registered secrets and credential shapes replaced. */
+  scrub: (text: string) => string;
+  /** Registered secrets replaced, shapes kept. */
+  mask: (text: string) => string;
+  /** Keep U+0000 in strings (the domain replaces it) instead of refusing the body. */
+  keepNul: boolean;
+  secretFields: Readonly<Record<string, SecretFieldMode>>;
+}
+
+type Container = Record<string, unknown> | unknown[];
+interface Pending {
+  value: unknown;
+  /** Where the value sits, for an error message: computed only when one is needed. */
+  parent: Pending | null;
+  label: string | number;
+  /** How strings below this point are treated. */
+  mode: SecretFieldMode | 'scrub';
+  into: Container;
+}
+
+function pathOf(node: Pending): string {
+  const parts: string[] = [];
+  // The root (no parent) is the body itself.
+  for (let at: Pending = node; at.parent; at = at.parent)
+    parts.push(typeof at.label === 'number' ? `[${at.label}]` : `.${at.label}`);
+  return `body${parts.reverse().join('')}`;
+}
+
+/**
+ * A copy of a parsed body that is safe to validate and store: strings well-formed and scrubbed,
+ * `__proto__` keys dropped, U+0000 refused (or kept when asked). Iterative, so its cost is one
+ * visit per value whatever the shape; keys keep their order.
+ */
+export function cleanBody(root: unknown, options: CleanOptions): unknown {
+  const holder: unknown[] = [undefined];
+  const stack: Pending[] = [{ value: root, parent: null, label: 0, mode: 'scrub', into: holder }];
+  const text = (s: string, mode: Pending['mode'], where: () => string): string => {
+    if (!options.keepNul && s.includes('\u0000'))
+      throw new ServiceError('schema-invalid', `U+0000 is not allowed in requests (at ${where()})`);
+    const formed = s.isWellFormed() ? s : s.toWellFormed();
+    if (mode === 'as-sent') return formed;
+    return mode === 'no-shapes' ? options.mask(formed) : options.scrub(formed);
+  };
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    const { value, mode, into } = node;
+    let out: unknown = value;
+    if (typeof value === 'string') {
+      out = text(value, mode, () => pathOf(node));
+    } else if (Array.isArray(value)) {
+      const list: unknown[] = new Array<unknown>(value.length);
+      for (let i = 0; i < value.length; i++)
+        stack.push({ value: value[i], parent: node, label: i, mode, into: list });
+      out = list;
+    } else if (value !== null && typeof value === 'object') {
+      const object: Record<string, unknown> = {};
+      for (const [rawKey, child] of Object.entries(value)) {
+        if (rawKey === '__proto__') continue;
+        const name = text(rawKey, mode, () => `${pathOf(node)}.<key>`);
+        const declared = Object.hasOwn(options.secretFields, rawKey)
+          ? options.secretFields[rawKey]
+          : undefined;
+        const childMode = node.parent === null ? (declared ?? mode) : mode;
+        // Own data properties in document order; filled in when the child is visited.
+        Object.defineProperty(object, name, {
+          value: undefined,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+        stack.push({ value: child, parent: node, label: name, mode: childMode, into: object });
+      }
+      out = object;
+    }
+    (into as Record<string | number, unknown>)[node.label] = out;
+  }
+  return holder[0];
+}
