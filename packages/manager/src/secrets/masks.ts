@@ -56,7 +56,7 @@ function jsonStrings(text: string): string[] {
   while (stack.length > 0) {
     const value = stack.pop();
     if (typeof value === 'string') out.push(value);
-    else if (Array.isArray(value)) stack.push(...value);
+    else if (Array.isArray(value)) stack.push(...(value as unknown[]));
     else if (value && typeof value === 'object')
       for (const [key, child] of Object.entries(value)) if (key !== 'auth_mode') stack.push(child);
   }
