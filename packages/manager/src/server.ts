@@ -2,6 +2,7 @@
 import { ConfigError } from '@svc/contracts';
 import { loadConfig } from './config.js';
 import { startManager } from './manager.js';
+import { DataDirLockedError } from './store/data-dir-lock.js';
 import { MigrationError } from './store/migrate.js';
 
 /** Entry point of `npm start` / `run-manager`: parse config once, start, stop on signals. */
@@ -30,6 +31,10 @@ main().catch((error: unknown) => {
   if (error instanceof MigrationError) {
     console.error(`run-manager: ${error.message}; the service did not start`);
     process.exit(3);
+  }
+  if (error instanceof DataDirLockedError) {
+    console.error(`run-manager: ${error.message}`);
+    process.exit(4);
   }
   console.error('run-manager: failed to start:', error instanceof Error ? error.message : error);
   process.exit(1);

@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../logging.js';
+import { lockDataDir } from './data-dir-lock.js';
 import type { Database } from './schema.js';
 import { Wakeups } from './wakeups.js';
 
@@ -62,18 +63,31 @@ async function openPostgres(
 
 async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Promise<Store> {
   await mkdir(config.dataDir, { recursive: true });
-  // Loaded only when used: a PostgreSQL deployment never pays for the embedded engine.
-  const { PGlite } = await import('@electric-sql/pglite');
-  const pglite = new PGlite(config.dataDir, { parsers: { 20: (value: string) => Number(value) } });
-  await pglite.waitReady;
-  const db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }) });
+  // Before the engine touches a file: a second manager on the same directory stops here.
+  const lock = await lockDataDir(config.dataDir);
+  let db: Db;
+  try {
+    // Loaded only when used: a PostgreSQL deployment never pays for the embedded engine.
+    const { PGlite } = await import('@electric-sql/pglite');
+    const pglite = new PGlite(config.dataDir, {
+      parsers: { 20: (value: string) => Number(value) },
+    });
+    await pglite.waitReady;
+    db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }) });
+  } catch (error) {
+    await lock.release();
+    throw error;
+  }
   return {
     db,
     kind: 'pglite',
     // One process owns the embedded store, so in-process wake-ups reach every waiter.
     wakeups: new Wakeups(),
     ping: () => ping(db),
-    close: () => db.destroy(),
+    close: async () => {
+      await db.destroy();
+      await lock.release();
+    },
   };
 }
 
