@@ -29,7 +29,7 @@ async function startEmbedded(dataDir: string) {
   const child = spawn(process.execPath, [SERVER], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<Exited>((resolve) =>
     child.once('exit', (code) => resolve({ code, stderr, ms: Date.now() - started })),
   );

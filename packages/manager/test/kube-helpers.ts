@@ -3,7 +3,10 @@ import { Writable } from 'node:stream';
 import * as k8s from '@kubernetes/client-node';
 import { Job } from 'kubernetes-models/batch/v1/Job';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { LimitRange } from 'kubernetes-models/v1/LimitRange';
+import { PodTemplate } from 'kubernetes-models/v1/PodTemplate';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { PersistentVolumeClaim } from 'kubernetes-models/v1/PersistentVolumeClaim';
 import { Secret } from 'kubernetes-models/v1/Secret';
@@ -116,7 +119,10 @@ export function containerEnv(job: any): Record<string, string> {
 const MODELS: Record<string, { new (data: any): { validate(): void } }> = {
   'batch/v1/Job': Job,
   'apps/v1/Deployment': Deployment,
+  'v1/ConfigMap': ConfigMap,
   'v1/LimitRange': LimitRange,
+  'v1/PodTemplate': PodTemplate,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'v1/Namespace': Namespace,
   'v1/PersistentVolumeClaim': PersistentVolumeClaim,
   'v1/Secret': Secret,

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 // Installed with @kubernetes/client-node; its own loadAllYaml converts to client models.
 import yaml from 'js-yaml';
 import { FakeKube } from '@svc/testkit';
 import { loadConfig } from '../src/config.js';
+import { createKubeApis } from '../src/launcher/kube-api.js';
 import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
 import { KubernetesSessionVolumes } from '../src/sessions/kubernetes-volumes.js';
 import {
@@ -18,24 +20,40 @@ import {
 } from './kube-helpers.js';
 
 const DEPLOY = join(import.meta.dirname, '../../../deploy');
+const OVERLAYS = ['local', 'production'] as const;
+const PINNED = /^[a-z0-9.:/-]+(?::[\w.-]+)?@sha256:[0-9a-f]{64}$/;
 
-function yamlFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return yamlFiles(path);
-    return /\.ya?ml$/.test(entry.name) ? [path] : [];
-  });
+/** `kubectl kustomize` of an overlay, offline, as an operator renders it. */
+function render(overlay: string): any[] {
+  let out: string;
+  try {
+    out = execFileSync('kubectl', ['kustomize', join(DEPLOY, 'overlays', overlay)], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException & { stderr?: string };
+    if (e.code === 'ENOENT')
+      throw new Error(
+        'kubectl is not installed: the deploy tests render the kustomize overlays with ' +
+          '`kubectl kustomize` (kubectl 1.27 or newer; see docs/operations.md)',
+      );
+    throw new Error(
+      `kubectl kustomize deploy/overlays/${overlay} failed: ${e.stderr ?? e.message}`,
+    );
+  }
+  return (yaml.loadAll(out) as any[]).filter((doc) => doc !== null && doc !== undefined);
 }
 
-const documents = yamlFiles(DEPLOY).flatMap((file) =>
-  (yaml.loadAll(readFileSync(file, 'utf8')) as any[])
-    .filter((doc) => doc !== null && doc !== undefined)
-    .map((doc) => ({ file: relative(DEPLOY, file), doc })),
-);
-const find = (kind: string, name: string) => {
-  const found = documents.find((d) => d.doc.kind === kind && d.doc.metadata.name === name);
-  assert.ok(found, `${kind} ${name} in deploy/`);
-  return found.doc;
+const rendered = Object.fromEntries(OVERLAYS.map((o) => [o, render(o)])) as Record<
+  (typeof OVERLAYS)[number],
+  any[]
+>;
+const documents = rendered.production.map((doc) => ({ file: 'overlays/production', doc }));
+const find = (kind: string, name: string, docs = rendered.production) => {
+  const found = docs.find((d) => d.kind === kind && d.metadata.name === name);
+  assert.ok(found, `${kind} ${name} in the rendered overlay`);
+  return found;
 };
 
 /** The restricted Pod Security profile the namespaces enforce, checked on a pod spec. */
@@ -59,13 +77,123 @@ function assertRestricted(pod: any, where: string): void {
   }
 }
 
-describe('deploy/ manifests', () => {
-  it('are all valid against the Kubernetes OpenAPI schema', () => {
-    assert.ok(documents.length >= 10, `found ${documents.length} documents`);
-    for (const { file, doc } of documents) {
-      assert.doesNotThrow(() => validateManifest(doc), file);
-      assert.ok(doc.metadata.namespace || doc.kind === 'Namespace', `${file}: namespaced`);
-    }
+describe('deploy/ overlays rendered with kustomize', () => {
+  for (const overlay of OVERLAYS) {
+    it(`${overlay}: every document is valid against the Kubernetes schema, namespaced and labelled`, () => {
+      const docs = rendered[overlay];
+      assert.ok(docs.length >= 15, `found ${docs.length} documents`);
+      for (const doc of docs) {
+        const where = `${overlay}: ${doc.kind} ${doc.metadata?.name}`;
+        assert.doesNotThrow(() => validateManifest(doc), where);
+        assert.ok(doc.metadata.namespace || doc.kind === 'Namespace', `${where}: namespaced`);
+        assert.equal(
+          doc.metadata.labels?.['app.kubernetes.io/part-of'],
+          'agent-run-service',
+          where,
+        );
+      }
+    });
+
+    it(`${overlay}: every image is pinned by digest, set once in the overlay`, () => {
+      const docs = rendered[overlay];
+      const images = docs.flatMap((doc) => {
+        const pod = doc.spec?.template?.spec ?? doc.template?.spec;
+        return (pod?.containers ?? []).map((c: any) => c.image as string);
+      });
+      assert.equal(images.length, 3, images.join(' '));
+      for (const image of images) assert.match(image, PINNED);
+      const source = readFileSync(join(DEPLOY, 'overlays', overlay, 'kustomization.yaml'), 'utf8');
+      const declared = (yaml.load(source) as any).images as Array<{
+        name: string;
+        newName: string;
+      }>;
+      assert.deepEqual(declared.map((i) => i.name).sort(), [
+        'svc-auth-broker',
+        'svc-run-manager',
+        'svc-runner',
+      ]);
+      for (const entry of declared)
+        assert.ok(
+          images.some(
+            (i) => i.startsWith(`${entry.newName}:`) || i.startsWith(`${entry.newName}@`),
+          ),
+          entry.name,
+        );
+      // The manager's default runner image is the one the overlay pinned.
+      const manager = find('Deployment', 'svc-run-manager', docs).spec.template.spec.containers[0];
+      const runnerImage = find('PodTemplate', 'svc-runner-image', docs).template.spec.containers[0]
+        .image;
+      assert.equal(manager.env.find((e: any) => e.name === 'SVC_RUNNER_IMAGE').value, runnerImage);
+    });
+
+    it(`${overlay}: namespaces enforce the restricted Pod Security profile`, () => {
+      const namespaces = rendered[overlay].filter((d) => d.kind === 'Namespace');
+      assert.deepEqual(namespaces.map((n) => n.metadata.name).sort(), [
+        'svc-v01',
+        'svc-v01-auth-broker',
+      ]);
+      for (const ns of namespaces) {
+        assert.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce'], 'restricted');
+        assert.equal(ns.metadata.labels['pod-security.kubernetes.io/enforce-version'], 'latest');
+      }
+    });
+
+    it(`${overlay}: runner pods take no connection and reach only manager, DNS, broker, providers`, () => {
+      const policy = find('NetworkPolicy', 'svc-runner', rendered[overlay]);
+      assert.deepEqual(policy.spec.podSelector, {
+        matchLabels: { 'app.kubernetes.io/name': 'svc-runner' },
+      });
+      assert.deepEqual(policy.spec.policyTypes, ['Ingress', 'Egress']);
+      assert.deepEqual(policy.spec.ingress ?? [], []);
+      const [manager, dns, broker, providers, ...rest] = policy.spec.egress;
+      assert.deepEqual(rest, []);
+      assert.deepEqual(manager.to, [
+        { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'svc-run-manager' } } },
+      ]);
+      assert.deepEqual(manager.ports, [{ protocol: 'TCP', port: 8080 }]);
+      assert.equal(
+        dns.to[0].namespaceSelector.matchLabels['kubernetes.io/metadata.name'],
+        'kube-system',
+      );
+      assert.deepEqual(
+        dns.ports.map((p: any) => `${p.protocol}/${p.port}`),
+        ['UDP/53', 'TCP/53'],
+      );
+      assert.equal(
+        broker.to[0].namespaceSelector.matchLabels['kubernetes.io/metadata.name'],
+        'svc-v01-auth-broker',
+      );
+      assert.deepEqual(broker.ports, [{ protocol: 'TCP', port: 8081 }]);
+      // Providers: address blocks only, never "anything" (no empty peer, no 0.0.0.0/0).
+      assert.ok(providers.to.length > 0);
+      for (const peer of providers.to) {
+        assert.deepEqual(Object.keys(peer), ['ipBlock']);
+        assert.notEqual(peer.ipBlock.cidr, '0.0.0.0/0');
+      }
+      // The manager's runner Jobs carry the label the policy selects.
+      const job = new KubernetesLauncher({
+        apis: createKubeApis({ apiUrl: 'http://127.0.0.1:1' }),
+        namespace: 'svc-v01',
+        killGraceMs: 1000,
+        pollIntervalMs: 1000,
+        logger: capturedLogger().logger,
+      }).render(runnerSpec()) as any;
+      assert.equal(job.job.spec.template.metadata.labels['app.kubernetes.io/name'], 'svc-runner');
+    });
+  }
+
+  it('production: two managers, kept available through disruptions and rollouts', () => {
+    const deployment = find('Deployment', 'svc-run-manager');
+    assert.equal(deployment.spec.replicas, 2);
+    assert.equal(deployment.spec.strategy.rollingUpdate.maxUnavailable, 0);
+    const pdb = find('PodDisruptionBudget', 'svc-run-manager');
+    assert.equal(pdb.spec.minAvailable, 1);
+    assert.deepEqual(pdb.spec.selector.matchLabels, deployment.spec.selector.matchLabels);
+    const grace = deployment.spec.template.spec.terminationGracePeriodSeconds;
+    assert.ok(grace >= 30, `grace ${grace}`);
+    const broker = find('PodDisruptionBudget', 'svc-auth-broker');
+    assert.equal(broker.spec.minAvailable, 1);
+    assert.equal(find('Deployment', 'svc-auth-broker').spec.replicas, 2);
   });
 
   it('expose nothing outside the cluster', () => {
@@ -113,7 +241,8 @@ describe('deploy/ manifests', () => {
     const pod = deployment.spec.template.spec;
     assertRestricted(pod, 'manager');
     const container = pod.containers[0];
-    const env: Record<string, string> = {};
+    const configMap = find('ConfigMap', container.envFrom[0].configMapRef.name);
+    const env: Record<string, string> = { ...configMap.data };
     for (const entry of container.env) {
       if (entry.valueFrom) {
         assert.equal(entry.valueFrom.secretKeyRef.name, 'svc-run-manager', entry.name);
