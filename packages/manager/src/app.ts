@@ -6,6 +6,7 @@ import type { ManagerConfig } from './config.js';
 import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
 import { registerAuth } from './http/auth.js';
+import { registerConsole } from './http/console.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
 import { registerValidation } from './http/validation.js';
@@ -111,6 +112,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   providerProfileRoutes(app, ctx, { secrets: deps.secrets, runnerJobs: deps.runnerJobs });
   sessionRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
   queueRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
+  registerConsole(app);
   await app.ready();
   return { app, ctx };
 }

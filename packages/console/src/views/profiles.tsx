@@ -1,0 +1,153 @@
+// Provider profiles: configured or not and why, the last validation, a validate button that
+// follows the canary turn to its outcome. No credential value ever reaches this page: the API
+// returns names and hash suffixes only. Health and the work-ready summary sit beside them.
+import { useState } from 'preact/hooks';
+import { api, ApiError } from '../api.js';
+import { ErrorBox, Field, StateBadge, Time, useLoad } from '../ui.js';
+
+export function ProfilesView() {
+  const profiles = useLoad(() => api.profiles(), [], 5000);
+  const health = useLoad(() => api.health(), [], 5000);
+  const workReady = health.data?.extra.workReady;
+  return (
+    <section>
+      <header class="view-head">
+        <h1>Provider profiles</h1>
+      </header>
+      {profiles.error && <ErrorBox error={profiles.error} title="Could not list profiles" />}
+      {profiles.data && (
+        <table class="list">
+          <thead>
+            <tr>
+              <th>Profile</th>
+              <th>Configured</th>
+              <th>Secret</th>
+              <th>Last validation</th>
+              <th>Validate</th>
+            </tr>
+          </thead>
+          <tbody>
+            {profiles.data.profiles.map((p) => (
+              <tr key={p.profile} data-profile={p.profile}>
+                <td>
+                  <strong>{p.profile}</strong>
+                  <div class="sub">{p.builtin ? 'built-in' : 'custom'}</div>
+                </td>
+                <td>
+                  {p.configured ? (
+                    <span class="badge tone-ok">configured</span>
+                  ) : (
+                    <>
+                      <span class="badge tone-warn">not configured</span>
+                      {p.missingKeys.length > 0 && (
+                        <div class="sub">missing {p.missingKeys.join(', ')}</div>
+                      )}
+                    </>
+                  )}
+                </td>
+                <td class="mono sub">
+                  {p.secretRef.name}
+                  {p.credentialHashSuffix && <div>key …{p.credentialHashSuffix}</div>}
+                </td>
+                <td>
+                  {p.lastValidation ? (
+                    <>
+                      <StateBadge state={p.lastValidation.status} />{' '}
+                      <Time at={p.lastValidation.finishedAt ?? p.lastValidation.createdAt} />
+                      {p.lastValidation.failureKind && (
+                        <div class="sub bad-text">{p.lastValidation.failureKind}</div>
+                      )}
+                    </>
+                  ) : (
+                    <span class="muted">never</span>
+                  )}
+                </td>
+                <td>
+                  <Validate profile={p.profile} disabled={!p.configured} onDone={profiles.reload} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <div class="grid">
+        <div class="panel">
+          <h2>Health</h2>
+          {health.error && <ErrorBox error={health.error} />}
+          {health.data && (
+            <dl>
+              <Field label="Status">
+                <StateBadge state={health.data.status} />{' '}
+                {health.data.ready ? 'ready' : 'not ready'}
+              </Field>
+              <Field label="Store">
+                {health.data.store.kind},{' '}
+                {health.data.store.reachable ? 'reachable' : 'unreachable'}
+              </Field>
+              <Field label="Auth">
+                {health.data.auth.mode}, API key{' '}
+                {health.data.auth.apiKeyConfigured ? 'required' : 'not configured'}
+              </Field>
+              <Field label="Launcher">{health.data.extra.launcher ?? '–'}</Field>
+              <Field label="Version">
+                {health.data.build.version} ({health.data.build.commit.slice(0, 12)})
+              </Field>
+            </dl>
+          )}
+        </div>
+        <div class="panel">
+          <h2>Work-ready tools</h2>
+          {workReady ? (
+            <ul class="tools">
+              {workReady.tools.map((t) => (
+                <li class={t.present ? '' : t.required ? 'bad-text' : 'muted'}>
+                  {t.present ? '✓' : '✗'} {t.name}
+                  {t.version && <span class="muted"> {t.version}</span>}
+                  {t.required && !t.present && ' (required, missing)'}
+                </li>
+              ))}
+            </ul>
+          ) : (
+            <p class="muted">No summary.</p>
+          )}
+          {workReady && <p class="sub">dependency policy: {workReady.dependencyPolicy}</p>}
+        </div>
+      </div>
+    </section>
+  );
+}
+
+const POLL_MS = 1500;
+
+function Validate(props: { profile: string; disabled: boolean; onDone: () => void }) {
+  const [status, setStatus] = useState<string | null>(null);
+  const [error, setError] = useState<ApiError | null>(null);
+  const start = async () => {
+    setError(null);
+    try {
+      const started = await api.validateProfile(props.profile);
+      setStatus('running');
+      for (;;) {
+        await new Promise((r) => setTimeout(r, POLL_MS));
+        const v = await api.validation(props.profile, started.validationId);
+        if (v.status !== 'running') {
+          setStatus(v.failureKind ? `${v.status}: ${v.failureKind}` : v.status);
+          break;
+        }
+      }
+      props.onDone();
+    } catch (e) {
+      setStatus(null);
+      setError(e instanceof ApiError ? e : new ApiError(0, 'console-error', String(e), null));
+    }
+  };
+  return (
+    <div>
+      <button disabled={props.disabled || status === 'running'} onClick={() => void start()}>
+        {status === 'running' ? 'Validating…' : 'Validate'}
+      </button>
+      {status && status !== 'running' && <div class="sub">{status}</div>}
+      {error && <ErrorBox error={error} />}
+    </div>
+  );
+}
