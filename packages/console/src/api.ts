@@ -11,6 +11,7 @@ import type {
   ResultEnvelope,
   Run,
   RunnerJobList,
+  RunPage,
   SendResponse,
   Session,
   SessionPage,
@@ -22,12 +23,6 @@ import type {
 } from '@svc/contracts';
 
 export type { Command, EventEnvelope, ResultEnvelope, Run, Session, Task };
-
-/** The listing answer of `GET /api/v1/runs`: newest first, `nextCursor` null on the last page. */
-export interface RunPage {
-  runs: Run[];
-  nextCursor: string | null;
-}
 
 export interface RunFilters {
   tenantId?: string;
