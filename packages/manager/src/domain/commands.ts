@@ -45,9 +45,11 @@ export async function createCommand(
   ctx: Ctx,
   runId: string,
   body: CommandCreateBody,
+  options: { requestHash?: string } = {},
 ): Promise<CreatedCommand> {
   const payload = body.payload ?? {};
   const hash = payloadHash({ type: body.type, payload });
+  await ctx.hooks.checkRunStorage?.(runId);
   const result = await ctx.db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, runId);
     if (body.idempotencyKey) {
@@ -86,6 +88,7 @@ export async function createCommand(
       state: 'accepted',
       idempotency_key: body.idempotencyKey ?? null,
       payload_hash: hash,
+      request_hash: options.requestHash ?? null,
       payload: json(payload),
       target_command_id: target,
       thread_id: typeof payload['threadId'] === 'string' ? payload['threadId'] : null,

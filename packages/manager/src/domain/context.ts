@@ -35,6 +35,13 @@ export interface DomainHooks {
   beforeCommand?(trx: Tx, run: RunRow): Promise<void>;
   /** Before a runner job is created for a locked run (sessions refuse evicted storage). */
   beforeRunnerJob?(trx: Tx, run: RunRow): Promise<void>;
+  /**
+   * Before a send, command or runner job touches a session (outside any transaction): a volume
+   * removed behind the API's back is recorded as eviction and refused.
+   */
+  checkSessionStorage?(sessionId: string): Promise<void>;
+  /** The same for the session a run names, if any. */
+  checkRunStorage?(runId: string): Promise<void>;
   /** The session volume a runner job of this run mounts, if the run has a session. */
   sessionPvcFor?(run: RunRow, db: Executor): Promise<SessionPvcSummary | null>;
   /** After a run was cancelled and committed (launchers stop what does not stop by itself). */

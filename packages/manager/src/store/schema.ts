@@ -51,6 +51,8 @@ export interface CommandsTable {
   state: string;
   idempotency_key: string | null;
   payload_hash: string;
+  /** A session send's hash of its whole request (migration 0008); null for other commands. */
+  request_hash: string | null;
   payload: Json;
   target_command_id: string | null;
   thread_id: string | null;

@@ -85,6 +85,7 @@ async function prepare(
     const session = await checkSessionRef(ctx.db, sessionRef, task.tenant_id, task.project_id, {
       requireStorage: true,
     });
+    await ctx.hooks.checkSessionStorage?.(sessionRef.sessionId);
     const active = session.active_command_id
       ? await findCommand(ctx.db, session.active_command_id)
       : undefined;

@@ -73,6 +73,7 @@ export async function createRunnerJob(
     transientEnv: hashedEntries(entries),
   });
 
+  await ctx.hooks.checkRunStorage?.(runId);
   if (body.dryRun) return { job: await dryRun(ctx, deps, runId, body, image), created: false };
 
   const outcome = await ctx.db.transaction().execute(async (trx) => {

@@ -7,24 +7,19 @@ import type { Db } from '../../store/db.js';
 import type { Executor, RunRow, Tx } from '../../store/runs.js';
 import type { DomainHooks, TerminalChange } from '../context.js';
 import { findSession } from './sessions.js';
+import { checkRunStorage, checkSessionStorage, refuseEvicted } from './storage-check.js';
 
 /**
  * How sessions follow their runs: a run naming a session gets the session's thread; a turn
  * makes the session `running`; a terminal command or run makes it `terminal` and bumps its
- * version (unread readers see it); an evicted session accepts no command and no runner job.
+ * version (unread readers see it); an evicted session (or one whose volume is gone) accepts no
+ * run, send, command or runner job.
  */
 export function sessionHooks(
   db: Db,
   config: ManagerConfig,
   volumes: SessionVolumes,
 ): Partial<DomainHooks> {
-  const evicted = (sessionId: string) =>
-    new ServiceError(
-      'session-store-evicted',
-      `session ${sessionId} storage was evicted; no new work can run on it`,
-      { sessionId },
-    );
-
   return {
     async completeSessionRef(ref: SessionRef, profile: string): Promise<SessionRef> {
       const row = await findSession(db, ref.sessionId);
@@ -34,7 +29,7 @@ export function sessionHooks(
           `session ${ref.sessionId} not found; create it with POST /api/v1/sessions`,
           { field: 'sessionRef.sessionId' },
         );
-      if (row.storage_kind === 'evicted') throw evicted(row.session_id);
+      await checkSessionStorage(db, volumes, row.session_id);
       // Thread identity: the caller's threadId wins, else the session's thread of this profile.
       const sessionThread =
         profile === row.backend_profile ? row.thread_id : (row.profile_threads[profile] ?? null);
@@ -61,30 +56,15 @@ export function sessionHooks(
     },
 
     async beforeCommand(trx: Tx, run: RunRow): Promise<void> {
-      if (!run.session_id) return;
-      const row = await findSession(trx, run.session_id);
-      if (row?.storage_kind === 'evicted') throw evicted(run.session_id);
+      if (run.session_id) await refuseEvicted(trx, run.session_id);
     },
 
     async beforeRunnerJob(trx: Tx, run: RunRow): Promise<void> {
-      if (!run.session_id) return;
-      const row = await findSession(trx, run.session_id);
-      if (!row || row.storage_kind === 'evicted') throw evicted(run.session_id);
-      // Job render checks the claim itself: a volume deleted behind our back is eviction too.
-      if (!(await volumes.get(run.session_id))) {
-        await trx
-          .updateTable('sessions')
-          .set({
-            storage_kind: 'evicted',
-            storage_evicted_at: sql`now()`,
-            version: sql`version + 1`,
-            updated_at: sql`now()`,
-          } as never)
-          .where('session_id', '=', run.session_id)
-          .execute();
-        throw evicted(run.session_id);
-      }
+      if (run.session_id) await refuseEvicted(trx, run.session_id);
     },
+
+    checkSessionStorage: (sessionId: string) => checkSessionStorage(db, volumes, sessionId),
+    checkRunStorage: (runId: string) => checkRunStorage(db, volumes, runId),
 
     async sessionPvcFor(run: RunRow, executor: Executor): Promise<SessionPvcSummary | null> {
       if (!run.session_id) return null;

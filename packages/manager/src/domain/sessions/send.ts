@@ -1,5 +1,11 @@
 import { sql } from 'kysely';
-import { ServiceError, type ActiveBefore, type SendBody, type SendResponse } from '@svc/contracts';
+import {
+  payloadHash,
+  ServiceError,
+  type ActiveBefore,
+  type SendBody,
+  type SendResponse,
+} from '@svc/contracts';
 import { findCommand } from '../../store/commands.js';
 import { dbNow, findRun } from '../../store/runs.js';
 import { promptOf } from '../command-payload.js';
@@ -87,15 +93,20 @@ export async function sendToSession(
       'send needs a non-empty prompt (or payload.prompt, payload.message, payload.text)',
       { field: 'prompt' },
     );
-  if (row.storage_kind === 'evicted') {
-    throw new ServiceError(
-      'session-store-evicted',
-      `session ${sessionId} storage was evicted; start a new session`,
-      { sessionId },
-    );
-  }
+  await ctx.hooks.checkSessionStorage?.(sessionId);
   const profile =
     body.backendProfile || body.providerProfile ? resolveProfile(body) : row.backend_profile;
+  const requestHash = payloadHash({
+    payload,
+    backendProfile: profile,
+    runBase: body.runBase ?? null,
+    runnerJob: body.runnerJob ?? null,
+  });
+  // A reused key is checked first, whatever the session's state now: the same request answers
+  // what it created, other content is a conflict (as for commands), never a new run.
+  const replay = body.idempotencyKey
+    ? await replayed(ctx, sessionId, body.idempotencyKey, requestHash, payload)
+    : null;
   const decision = await decide(ctx, row, profile);
   const runBase = { ...row.run_base, ...(body.runBase ?? {}) } as Record<string, unknown>;
   // A new run's runner Job overrides are checked before the run and turn are written.
@@ -147,12 +158,30 @@ export async function sendToSession(
     };
   }
 
+  if (replay) {
+    const steer = replay.command?.type === 'steer';
+    return {
+      ...base,
+      decision: steer ? 'steer' : 'new-run',
+      internalCommandType: steer ? 'steer' : 'turn',
+      ...replay,
+      dryRun: false,
+      mutation: false,
+      plan: null,
+    };
+  }
+
   if (decision.decision === 'steer') {
-    const { command } = await createCommand(ctx, decision.steerRunId!, {
-      type: 'steer',
-      payload: { ...payload, targetCommandId: decision.steerTargetId },
-      ...(body.idempotencyKey ? { idempotencyKey: body.idempotencyKey } : {}),
-    });
+    const { command } = await createCommand(
+      ctx,
+      decision.steerRunId!,
+      {
+        type: 'steer',
+        payload: { ...payload, targetCommandId: decision.steerTargetId },
+        ...(body.idempotencyKey ? { idempotencyKey: body.idempotencyKey } : {}),
+      },
+      { requestHash },
+    );
     const run = await findRun(ctx.db, decision.steerRunId!);
     await touch(ctx, sessionId);
     return {
@@ -172,9 +201,6 @@ export async function sendToSession(
       plan: null,
     };
   }
-
-  const replay = body.idempotencyKey ? await replayed(ctx, sessionId, body.idempotencyKey) : null;
-  if (replay) return { ...base, ...replay, dryRun: false, mutation: false, plan: null };
 
   if (profile !== row.backend_profile) {
     // A profile switch never continues another profile's thread.
@@ -197,11 +223,16 @@ export async function sendToSession(
       ...(row.conversation_id ? { conversationId: row.conversation_id } : {}),
     },
   });
-  const { command } = await createCommand(ctx, run.runId, {
-    type: 'turn',
-    payload,
-    ...(body.idempotencyKey ? { idempotencyKey: body.idempotencyKey } : {}),
-  });
+  const { command } = await createCommand(
+    ctx,
+    run.runId,
+    {
+      type: 'turn',
+      payload,
+      ...(body.idempotencyKey ? { idempotencyKey: body.idempotencyKey } : {}),
+    },
+    { requestHash },
+  );
   const job =
     body.runnerJob === false
       ? null
@@ -235,11 +266,16 @@ export async function sendToSession(
   };
 }
 
-/** A retried send with the same key finds the run it started the first time. */
+/**
+ * A retried send with the same key finds the command it created the first time (a turn of a
+ * new run, or a steer), provided the request is the same; otherwise `idempotency-conflict`.
+ */
 async function replayed(
   ctx: Ctx,
   sessionId: string,
   key: string,
+  requestHash: string,
+  payload: Record<string, unknown>,
 ): Promise<Pick<SendResponse, 'run' | 'command' | 'runnerJob'> | null> {
   const hit = await ctx.db
     .selectFrom('commands as c')
@@ -252,11 +288,25 @@ async function replayed(
       'c.type',
       'c.state',
       'c.thread_id',
+      'c.payload_hash',
+      'c.request_hash',
     ])
     .where('r.session_id', '=', sessionId)
     .where('c.idempotency_key', '=', key)
-    .where('c.type', '=', 'turn')
+    .where('c.type', 'in', ['turn', 'steer'])
+    .orderBy('c.created_at')
     .executeTakeFirst();
+  if (!hit) return null;
+  // Commands from before request hashes were kept compare their turn payload.
+  const same = hit.request_hash
+    ? hit.request_hash === requestHash
+    : hit.type === 'turn' && hit.payload_hash === payloadHash({ type: 'turn', payload });
+  if (!same)
+    throw new ServiceError(
+      'idempotency-conflict',
+      `idempotency key ${key} was used with a different send request on session ${sessionId}`,
+      { sessionId, commandId: hit.command_id, runId: hit.run_id },
+    );
   if (!hit) return null;
   const job = await ctx.db
     .selectFrom('runner_jobs')

@@ -5,6 +5,7 @@ import * as sessions from './0003-sessions.js';
 import * as providerProfiles from './0004-provider-profiles.js';
 import * as queue from './0005-queue.js';
 import * as replyIndex from './0006-reply-index.js';
+import * as sendRequestHash from './0008-send-request-hash.js';
 import * as runListing from './0009-run-listing.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
@@ -15,6 +16,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0004-provider-profiles': providerProfiles,
   '0005-queue': queue,
   '0006-reply-index': replyIndex,
+  '0008-send-request-hash': sendRequestHash,
   '0009-run-listing': runListing,
 };
 
