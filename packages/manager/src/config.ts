@@ -14,6 +14,7 @@ import {
   type SandboxLevel,
 } from '@svc/contracts';
 import type { StoreConfig } from './store/db.js';
+import { RUNNER_POD_DEFAULTS } from './launcher/runner-pod-defaults.js';
 
 /** The widest execution policy a run may ask for, and the defaults that complete a policy. */
 export interface PolicyLimits {
@@ -86,6 +87,13 @@ export interface ManagerConfig {
     pollIntervalMs: number;
     sessionStorageClass: string;
     sessionStorageSize: string;
+    /** Every API call: its own timeout, then bounded retries with backoff. */
+    requestTimeoutMs: number;
+    retries: number;
+    /** Runner pod resources (Kubernetes quantities). */
+    runnerResources: { requests: Record<string, string>; limits: Record<string, string> };
+    /** A runner Job's wall-clock deadline is this many times the run's idle budget. */
+    jobDeadlineFactor: number;
   };
   runnerJobs: {
     defaultImage: string;
@@ -181,6 +189,31 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       pollIntervalMs: r.int('SVC_KUBE_POLL_INTERVAL_MS', 5000, { min: 100, max: 60_000 }),
       sessionStorageClass: r.string('SVC_SESSION_STORAGE_CLASS', 'local-path'),
       sessionStorageSize: r.string('SVC_SESSION_STORAGE_SIZE', '1Gi'),
+      requestTimeoutMs: r.int('SVC_KUBE_REQUEST_TIMEOUT_MS', 10_000, { min: 100, max: 120_000 }),
+      retries: r.int('SVC_KUBE_RETRIES', 3, { min: 0, max: 10 }),
+      runnerResources: {
+        requests: quantities(r, {
+          cpu: ['SVC_RUNNER_CPU_REQUEST', RUNNER_POD_DEFAULTS.requests.cpu],
+          memory: ['SVC_RUNNER_MEMORY_REQUEST', RUNNER_POD_DEFAULTS.requests.memory],
+          'ephemeral-storage': [
+            'SVC_RUNNER_EPHEMERAL_STORAGE_REQUEST',
+            RUNNER_POD_DEFAULTS.requests['ephemeral-storage'],
+          ],
+        }),
+        limits: quantities(r, {
+          cpu: ['SVC_RUNNER_CPU_LIMIT', ''],
+          memory: ['SVC_RUNNER_MEMORY_LIMIT', RUNNER_POD_DEFAULTS.limits.memory],
+          'ephemeral-storage': [
+            'SVC_RUNNER_EPHEMERAL_STORAGE_LIMIT',
+            RUNNER_POD_DEFAULTS.limits['ephemeral-storage'],
+          ],
+        }),
+      },
+      jobDeadlineFactor: r.int(
+        'SVC_RUNNER_JOB_DEADLINE_FACTOR',
+        RUNNER_POD_DEFAULTS.deadlineFactor,
+        { min: 1, max: 1000 },
+      ),
     },
     runnerJobs: {
       defaultImage: r.string('SVC_RUNNER_IMAGE', LOCAL_RUNNER_IMAGE),
@@ -292,6 +325,23 @@ function profileSettings(r: EnvReader): ProfileSettings {
     validationProject: r.string('SVC_VALIDATION_PROJECT', 'provider-validation'),
     validationTimeoutMs: r.int('SVC_VALIDATION_TIMEOUT_MS', 120_000, { min: 1000 }),
   };
+}
+
+const QUANTITY = /^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$/;
+
+/** Kubernetes resource quantities by resource name; an empty value leaves the resource out. */
+function quantities(
+  r: EnvReader,
+  entries: Record<string, [variable: string, fallback: string]>,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [resource, [variable, fallback]] of Object.entries(entries)) {
+    const value = r.string(variable, fallback);
+    if (value === '' || value === 'none') continue;
+    if (!QUANTITY.test(value)) r.fail(`${variable} must be a quantity such as 500m, 512Mi or 2Gi`);
+    out[resource] = value;
+  }
+  return out;
 }
 
 /** Settings the Kubernetes edges cannot work without. */

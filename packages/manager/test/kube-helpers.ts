@@ -104,6 +104,7 @@ export function runnerSpec(overrides: Partial<RunnerJobSpec> = {}): RunnerJobSpe
     },
     sessionPvc: null,
     ttlSecondsAfterFinished: 3600,
+    timeoutMs: 600_000,
     runnerEnv: { SVC_RUNNER_IDLE_EXIT_MS: '120000' },
     ...overrides,
   };

@@ -4,6 +4,7 @@ import { assertControlledName } from '../secrets/store.js';
 import { sessionPvcName } from '../sessions/volumes.js';
 import { LABELS, labelValue, MANAGER_NAME, PART_OF, RUNNER_APP } from './kube-labels.js';
 import { runnerEnvironment } from './runner-env.js';
+import { jobDeadlineSeconds, type RunnerPodSettings } from './runner-pod-defaults.js';
 import type { RunnerJobSpec } from './types.js';
 
 /**
@@ -32,6 +33,7 @@ const SECRET_FILE_MODE = 0o440;
 export interface JobManifestOptions {
   namespace: string;
   killGraceMs: number;
+  runnerPod: RunnerPodSettings;
 }
 
 export interface RunnerJobObjects {
@@ -94,6 +96,8 @@ export function buildRunnerJob(spec: RunnerJobSpec, options: JobManifestOptions)
     spec: {
       // One attempt per Job: a retry is a new attempt the manager creates and records.
       backoffLimit: 0,
+      // A hard wall-clock stop for a runner that neither finishes nor idles out.
+      activeDeadlineSeconds: jobDeadlineSeconds(spec.timeoutMs, options.runnerPod.deadlineFactor),
       // The domain records `retention: keep` as 0; for a Job, 0 would mean "delete at once".
       ...(spec.ttlSecondsAfterFinished > 0
         ? { ttlSecondsAfterFinished: spec.ttlSecondsAfterFinished }
@@ -121,6 +125,10 @@ export function buildRunnerJob(spec: RunnerJobSpec, options: JobManifestOptions)
               imagePullPolicy: 'IfNotPresent',
               workingDir: POD_PATHS.runnerHome,
               env: environment(spec, options.namespace),
+              resources: {
+                requests: { ...options.runnerPod.resources.requests },
+                limits: { ...options.runnerPod.resources.limits },
+              },
               volumeMounts: mounts,
               securityContext: {
                 allowPrivilegeEscalation: false,

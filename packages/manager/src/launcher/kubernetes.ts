@@ -5,6 +5,7 @@ import { isStatus, kubeFailure, type KubeApis } from './kube-api.js';
 import { buildRunnerJob, jobSecretName, type JobManifestOptions } from './kube-job-manifest.js';
 import { isAdvance, isTerminal, observeJob, runnerExit } from './kube-job-status.js';
 import { LABELS, MANAGER_NAME, runnerSelector } from './kube-labels.js';
+import { RUNNER_POD_DEFAULTS, type RunnerPodSettings } from './runner-pod-defaults.js';
 import type {
   ActiveJob,
   LaunchResult,
@@ -28,6 +29,8 @@ export interface KubernetesLauncherOptions {
   killGraceMs: number;
   /** How often Job status is read (SVC_KUBE_POLL_INTERVAL_MS). */
   pollIntervalMs: number;
+  /** Runner pod resources and deadline factor (config); the defaults when absent. */
+  runnerPod?: RunnerPodSettings;
   logger: Logger;
 }
 
@@ -56,7 +59,14 @@ export class KubernetesLauncher implements Launcher {
   }
 
   get #manifest(): JobManifestOptions {
-    return { namespace: this.namespace, killGraceMs: this.options.killGraceMs };
+    return {
+      namespace: this.namespace,
+      killGraceMs: this.options.killGraceMs,
+      runnerPod: this.options.runnerPod ?? {
+        resources: RUNNER_POD_DEFAULTS,
+        deadlineFactor: RUNNER_POD_DEFAULTS.deadlineFactor,
+      },
+    };
   }
 
   render(spec: RunnerJobSpec): Record<string, unknown> {

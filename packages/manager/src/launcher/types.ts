@@ -32,6 +32,8 @@ export interface RunnerJobSpec {
   transientEnvSummary: TransientEnvSummary;
   sessionPvc: SessionPvcSummary | null;
   ttlSecondsAfterFinished: number;
+  /** The run's idle budget (executionPolicy.timeoutMs); bounds the Job's wall-clock deadline. */
+  timeoutMs: number;
   /** Non-secret runner settings (idle exit, poll wait, ids), passed as plain environment. */
   runnerEnv: Readonly<Record<string, string>>;
 }

@@ -212,6 +212,9 @@ async function prepare(
       body.retention === 'keep'
         ? 0
         : (body.ttlSecondsAfterFinished ?? ctx.config.runnerJobs.ttlSecondsAfterFinished),
+    timeoutMs:
+      (run.execution_policy as { timeoutMs?: number } | null)?.timeoutMs ??
+      ctx.config.policy.defaultTimeoutMs,
     runnerEnv: deps.runnerEnv(),
   };
   return { spec };
