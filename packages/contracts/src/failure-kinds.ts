@@ -47,6 +47,11 @@ export const FAILURE_KINDS = {
     httpStatus: 409,
     meaning: 'the queue task used all of its maxAttempts; submit a new task to go on',
   },
+  'capacity-exhausted': {
+    httpStatus: 429,
+    meaning:
+      'a scheduler capacity limit (global, tenant, backend profile or queue) is reached; dispatch again when an attempt ends',
+  },
   'build-required': {
     httpStatus: 409,
     meaning:

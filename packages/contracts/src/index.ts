@@ -34,3 +34,4 @@ export * from './schemas/profiles.js';
 export * from './schemas/queue.js';
 export * from './secret-patterns.js';
 export { isMaskable, secretForms, MIN_SECRET_LENGTH } from './secret-forms.js';
+export * from './schemas/scheduler.js';

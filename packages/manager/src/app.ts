@@ -27,6 +27,9 @@ import { queueRoutes } from './routes/queue.js';
 import { stopJobsOfCancelledRun, type RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { SecretStore } from './secrets/store.js';
 import type { Store } from './store/db.js';
+import { QUEUE_WAKE_KEY } from './store/wakeups.js';
+import type { LoopState } from './domain/scheduler/view.js';
+import { schedulerRoutes } from './routes/scheduler.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -39,6 +42,8 @@ export interface AppDeps {
   runnerJobs: RunnerJobDeps;
   sessionVolumes: SessionVolumes;
   hooks?: Partial<DomainHooks>;
+  /** The scheduler loop of this replica, as its API read shows it. */
+  loopState?: () => LoopState;
 }
 
 export interface BuiltApp {
@@ -83,6 +88,12 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       ),
     ...deps.hooks,
   };
+  const onTerminal = hooks.onTerminal;
+  // An ended command or run may free capacity or need a retry: wake the schedulers on commit.
+  hooks.onTerminal = async (trx, change) => {
+    await onTerminal(trx, change);
+    await deps.store.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
+  };
   const ctx: Ctx = {
     db: deps.store.db,
     config: deps.config,
@@ -112,6 +123,16 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   providerProfileRoutes(app, ctx, { secrets: deps.secrets, runnerJobs: deps.runnerJobs });
   sessionRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
   queueRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
+  schedulerRoutes(app, ctx, {
+    loopState:
+      deps.loopState ??
+      (() => ({
+        enabled: false,
+        instanceId: deps.config.instanceId,
+        lastPassAt: null,
+        nextWakeAt: null,
+      })),
+  });
   registerConsole(app);
   await app.ready();
   return { app, ctx };

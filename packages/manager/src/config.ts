@@ -116,6 +116,24 @@ export interface ManagerConfig {
     rolloutSubdir: string;
   };
   build: { version: string; commit: string; builtAt: string | null };
+  scheduler: SchedulerSettings;
+}
+
+/** Capacity limits: null means no limit at that level; the maps override per name. */
+export interface SchedulerSettings {
+  enabled: boolean;
+  maxRunning: number;
+  perTenant: number | null;
+  tenants: Record<string, number>;
+  perProfile: number | null;
+  profiles: Record<string, number>;
+  perQueue: number | null;
+  queues: Record<string, number>;
+  batchSize: number;
+  scanIntervalMs: number;
+  launchConcurrency: number;
+  retry: { backoffMs: number; maxBackoffMs: number };
+  replacement: { maxPerRun: number; backoffMs: number };
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -246,6 +264,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       commit: r.optional('SVC_SOURCE_COMMIT') ?? gitCommit() ?? 'unknown',
       builtAt: r.optional('SVC_BUILD_TIME') ?? null,
     },
+    scheduler: schedulerSettings(r),
   };
   if (config.heartbeatIntervalMs >= config.leaseTtlMs) {
     r.fail('SVC_HEARTBEAT_INTERVAL_MS must be shorter than SVC_LEASE_TTL_MS');
@@ -272,6 +291,47 @@ function keyValues(r: EnvReader, name: string): Record<string, string> {
       continue;
     }
     out[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return out;
+}
+
+/**
+ * The scheduler runs in every replica by default: replicas share the work through the
+ * database (row locks, one capacity lock), so adding a replica adds no double dispatch.
+ */
+function schedulerSettings(r: EnvReader): SchedulerSettings {
+  const optionalInt = (name: string) =>
+    r.raw(name) === undefined ? null : r.int(name, 0, { min: 0, max: 100_000 });
+  return {
+    enabled: r.oneOf('SVC_SCHEDULER', ['on', 'off'] as const, 'on') === 'on',
+    maxRunning: r.int('SVC_SCHEDULER_MAX_RUNNING', 20, { min: 0, max: 100_000 }),
+    perTenant: optionalInt('SVC_SCHEDULER_TENANT_MAX_RUNNING'),
+    tenants: limitMap(r, 'SVC_SCHEDULER_TENANT_LIMITS'),
+    perProfile: optionalInt('SVC_SCHEDULER_PROFILE_MAX_RUNNING'),
+    profiles: limitMap(r, 'SVC_SCHEDULER_PROFILE_LIMITS'),
+    perQueue: optionalInt('SVC_SCHEDULER_QUEUE_MAX_RUNNING'),
+    queues: limitMap(r, 'SVC_SCHEDULER_QUEUE_LIMITS'),
+    batchSize: r.int('SVC_SCHEDULER_BATCH', 20, { min: 1, max: 500 }),
+    scanIntervalMs: r.int('SVC_SCHEDULER_SCAN_MS', 5000, { min: 50, max: 600_000 }),
+    launchConcurrency: r.int('SVC_SCHEDULER_LAUNCH_CONCURRENCY', 8, { min: 1, max: 200 }),
+    retry: {
+      backoffMs: r.int('SVC_RETRY_BACKOFF_MS', 5000, { min: 0, max: 3_600_000 }),
+      maxBackoffMs: r.int('SVC_RETRY_MAX_BACKOFF_MS', 300_000, { min: 0, max: 86_400_000 }),
+    },
+    replacement: {
+      maxPerRun: r.int('SVC_REPLACEMENT_MAX', 3, { min: 0, max: 100 }),
+      backoffMs: r.int('SVC_REPLACEMENT_BACKOFF_MS', 2000, { min: 0, max: 3_600_000 }),
+    },
+  };
+}
+
+/** `name=limit,name2=limit2`. */
+function limitMap(r: EnvReader, name: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, value] of Object.entries(keyValues(r, name))) {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0) r.fail(`${name}: ${key} needs a whole number >= 0`);
+    else out[key] = n;
   }
   return out;
 }

@@ -16,8 +16,9 @@ import { expectedWorkReady } from './work-ready.js';
 import { collectExpiredSessions } from './domain/sessions/gc.js';
 import type { Launcher } from './launcher/types.js';
 import { loadCatalog } from './domain/runner-jobs/images.js';
-import { recordPhase } from './domain/runner-jobs/runner-jobs.js';
+import { recordPhase, type RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { RunnerJobPhase } from '@svc/contracts';
+import { Scheduler } from './domain/scheduler/scheduler.js';
 
 export interface RunningManager extends BuiltApp {
   url: string;
@@ -28,6 +29,8 @@ export interface RunningManager extends BuiltApp {
   launcher: Launcher;
   maintenance: Maintenance;
   sessionGc: Maintenance;
+  /** This replica's scheduler loop (absent with SVC_SCHEDULER=off). */
+  scheduler: Scheduler | undefined;
   close(): Promise<void>;
 }
 
@@ -74,27 +77,35 @@ export async function startManager(
   const sessionVolumes = await createSessionVolumes(config);
   const workReady = await expectedWorkReady(config);
   let listeningUrl = '';
+  const runnerJobsDeps: RunnerJobDeps = {
+    launcher,
+    images: {
+      defaultImage: config.runnerJobs.defaultImage,
+      allowlist: config.runnerJobs.imageAllowlist,
+      catalog: loadCatalog(config.runnerJobs.imageCatalogPath ?? undefined),
+    },
+    managerUrl: () => config.publicUrl ?? listeningUrl,
+    runnerEnv: () => ({
+      SVC_RUNNER_IDLE_EXIT_MS: String(config.runnerJobs.runnerIdleExitMs),
+      SVC_REQUIRED_TOOLS: config.runnerJobs.requiredTools.join(','),
+    }),
+    workReady: () => workReady,
+  };
+  let scheduler: Scheduler | undefined;
   const built = await buildApp({
+    loopState: () => ({
+      enabled: scheduler !== undefined,
+      instanceId: config.instanceId,
+      lastPassAt: scheduler?.lastPassAt ?? null,
+      nextWakeAt: scheduler?.nextWakeAt ?? null,
+    }),
     config,
     store,
     logger,
     redactor,
     secrets,
     sessionVolumes,
-    runnerJobs: {
-      launcher,
-      images: {
-        defaultImage: config.runnerJobs.defaultImage,
-        allowlist: config.runnerJobs.imageAllowlist,
-        catalog: loadCatalog(config.runnerJobs.imageCatalogPath ?? undefined),
-      },
-      managerUrl: () => config.publicUrl ?? listeningUrl,
-      runnerEnv: () => ({
-        SVC_RUNNER_IDLE_EXIT_MS: String(config.runnerJobs.runnerIdleExitMs),
-        SVC_REQUIRED_TOOLS: config.runnerJobs.requiredTools.join(','),
-      }),
-      workReady: () => workReady,
-    },
+    runnerJobs: runnerJobsDeps,
   });
   const active = await store.db
     .selectFrom('runner_jobs')
@@ -131,6 +142,16 @@ export async function startManager(
     listeningUrl = url;
     logger.info({ url }, 'run manager listening');
   }
+  // Started once runners can reach this manager: the jobs it launches need its URL.
+  if (config.scheduler.enabled) {
+    scheduler = new Scheduler(
+      built.ctx,
+      { volumes: sessionVolumes, runnerJobs: runnerJobsDeps },
+      config.scheduler,
+      logger,
+    );
+    scheduler.start();
+  }
   let closing: Promise<void> | undefined;
   return {
     ...built,
@@ -142,8 +163,10 @@ export async function startManager(
     launcher,
     maintenance,
     sessionGc: gc,
+    scheduler,
     close: () =>
       (closing ??= (async () => {
+        await scheduler?.stop();
         await maintenance.stop();
         await gc.stop();
         await masks.stop();

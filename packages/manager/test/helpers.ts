@@ -74,6 +74,8 @@ export async function startTestManager(options: TestManagerOptions = {}): Promis
     HOST: '127.0.0.1',
     PORT: '0',
     SVC_MAINTENANCE_INTERVAL_MS: '60000',
+    // Tests drive the queue by hand unless they turn the scheduler on.
+    SVC_SCHEDULER: 'off',
     ...(store.kind === 'postgres' ? { DATABASE_URL: store.url } : { SVC_DATA_DIR: store.dataDir }),
     ...options.env,
   };

@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { Id, JsonObject, Nullable, StringEnum, Text, Timestamp } from './common.js';
 import { ExecutionPolicyInput, ResourceBundleRef, SessionRef, WorkspaceRef } from './runs.js';
 import { RunnerJobCreateBody, WorkReadySummary } from './runner-jobs.js';
+import { JudgeSpec, TaskRetryPolicy, TaskScheduling } from './scheduler.js';
 import { Supervisor } from './sessions.js';
 
 /**
@@ -92,6 +93,10 @@ export const TaskSubmitBody = Type.Object(
     metadata: Type.Optional(Type.Record(Type.String({ maxLength: 128 }), Type.Unknown())),
     maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ATTEMPTS_LIMIT })),
     references: Type.Optional(Type.Array(TaskReference, { maxItems: 32 })),
+    /** Not started before this time (the scheduler waits; a manual dispatch does not). */
+    runAfter: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
+    retryPolicy: Type.Optional(TaskRetryPolicy),
+    judge: Type.Optional(JudgeSpec),
     dryRun: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
@@ -189,17 +194,30 @@ export const TaskSummary = Type.Object({
 });
 export type TaskSummary = Static<typeof TaskSummary>;
 
+/** A judge's review of one attempt: a real agent turn whose verdict may retry the task. */
 export const JudgeRun = Type.Object({
   judgeRunId: Type.String(),
   attemptId: Nullable(Type.String()),
-  state: Type.String(),
+  state: StringEnum(['requested', 'completed', 'failed'] as const),
+  verdict: Nullable(StringEnum(['pass', 'fail'] as const)),
   request: JsonObject,
   result: Nullable(JsonObject),
   failureKind: Nullable(Type.String()),
   retrySuggestion: Nullable(Type.String()),
+  backendProfile: Nullable(Type.String()),
+  sessionId: Nullable(Type.String()),
+  runId: Nullable(Type.String()),
+  commandId: Nullable(Type.String()),
   createdAt: Timestamp,
+  terminalAt: Nullable(Timestamp),
 });
 export type JudgeRun = Static<typeof JudgeRun>;
+
+export const JudgeRunList = Type.Object({
+  taskId: Type.String(),
+  judgeRuns: Type.Array(JudgeRun),
+});
+export type JudgeRunList = Static<typeof JudgeRunList>;
 
 export const Task = Type.Object({
   ...summaryFields,
@@ -211,6 +229,7 @@ export const Task = Type.Object({
   executionPolicy: Nullable(JsonObject),
   references: Type.Array(TaskReference),
   judgeRuns: Type.Array(JudgeRun),
+  scheduling: TaskScheduling,
   cancelReason: Nullable(Type.String()),
   terminalAt: Nullable(Timestamp),
   valuesPrinted: Type.Literal(false),

@@ -46,9 +46,14 @@ async function openPostgres(
   const wakeups = new Wakeups();
   const listener = new WakeListener(config.url, wakeups, logger);
   await listener.start();
-  wakeups.setRemote(async (key) => {
-    await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(db);
-  });
+  wakeups.setRemote(
+    async (key) => {
+      await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(db);
+    },
+    async (trx, key) => {
+      await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(trx);
+    },
+  );
   return {
     db,
     kind: 'postgres',

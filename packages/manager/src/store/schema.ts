@@ -125,6 +125,7 @@ export interface RunnerJobsTable {
   updated_at: DefaultTimestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
+  replacement: Generated<boolean>;
 }
 
 export interface SessionsTable {
@@ -243,6 +244,12 @@ export interface QueueTasksTable {
   created_at: DefaultTimestamp;
   updated_at: DefaultTimestamp;
   terminal_at: Timestamp | null;
+  run_after: Timestamp | null;
+  retry_policy: Json<Record<string, unknown>> | null;
+  judge: Json<Record<string, unknown>> | null;
+  retry_note: string | null;
+  deferrals: Generated<number>;
+  last_refusal: Json<Record<string, unknown>> | null;
 }
 
 export interface QueueAttemptsTable {
@@ -292,7 +299,19 @@ export interface QueueJudgeRunsTable {
   result: Json<Record<string, unknown>> | null;
   failure_kind: string | null;
   retry_suggestion: string | null;
+  verdict: string | null;
+  backend_profile: string | null;
+  session_id: string | null;
+  run_id: string | null;
+  command_id: string | null;
+  terminal_at: Timestamp | null;
   created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
+}
+
+export interface QueueSettingsTable {
+  queue: string;
+  max_running: number | null;
   updated_at: DefaultTimestamp;
 }
 
@@ -322,4 +341,5 @@ export interface Database {
   queue_read_cursors: QueueReadCursorsTable;
   queue_judge_runs: QueueJudgeRunsTable;
   queue_task_references: QueueTaskReferencesTable;
+  queue_settings: QueueSettingsTable;
 }

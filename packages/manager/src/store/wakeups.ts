@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { Tx } from './runs.js';
 
 /**
  * Wake-ups for bounded long-polls (a runner waiting for its next command). In one process an
@@ -9,14 +10,36 @@ import { EventEmitter } from 'node:events';
 export class Wakeups {
   readonly #emitter = new EventEmitter();
   #remote: ((key: string) => Promise<void>) | undefined;
+  #remoteIn: ((trx: Tx, key: string) => Promise<void>) | undefined;
 
   constructor() {
     this.#emitter.setMaxListeners(0);
   }
 
   /** Set by the store when it can reach other replicas. */
-  setRemote(publish: (key: string) => Promise<void>): void {
+  setRemote(
+    publish: (key: string) => Promise<void>,
+    publishIn?: (trx: Tx, key: string) => Promise<void>,
+  ): void {
     this.#remote = publish;
+    this.#remoteIn = publishIn;
+  }
+
+  /** Subscribe to every wake-up of `key`; returns the unsubscribe. */
+  on(key: string, listener: () => void): () => void {
+    this.#emitter.on(key, listener);
+    return () => this.#emitter.off(key, listener);
+  }
+
+  /**
+   * A wake-up sent from inside a transaction: with PostgreSQL, NOTIFY is delivered when the
+   * transaction commits, so a woken reader sees what it wrote. Without a remote (one embedded
+   * process) the local wake-up comes a moment later; a reader that is early re-reads at its
+   * next wake-up or scan.
+   */
+  async publishIn(trx: Tx, key: string): Promise<void> {
+    if (this.#remoteIn) return this.#remoteIn(trx, key);
+    setTimeout(() => this.#emitter.emit(key), 25).unref();
   }
 
   /** Deliver a wake-up that came from another replica. */
@@ -46,3 +69,6 @@ export class Wakeups {
 }
 
 export const runWakeKey = (runId: string) => `run:${runId}`;
+
+/** Wakes the scheduler: a task was submitted, requeued or cancelled, an attempt ended. */
+export const QUEUE_WAKE_KEY = 'queue';

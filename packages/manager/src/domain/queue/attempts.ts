@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { newId, ServiceError, type SessionRef } from '@svc/contracts';
 import { dbNow, type Tx } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
+import { assertCapacity } from '../scheduler/capacity.js';
 import {
   changeTask,
   findAttempt,
@@ -76,25 +77,8 @@ export async function claimAttempt(
       const recovered = await failStalled(trx, await openAttempt(trx, taskId));
       const open = recovered ? undefined : await openAttempt(trx, taskId);
       checkDispatchable(task, open);
-      const ref = task.session_ref as SessionRef | null;
-      const sessionId = ref?.sessionId ?? newId('ses');
-      const attempt = await insertAttempt(trx, {
-        attempt_id: attemptId ?? newId('att'),
-        task_id: taskId,
-        retry_index: task.attempt_count,
-        state: 'dispatched',
-        session_id: sessionId,
-        session_origin: ref ? 'task-session-ref' : 'bootstrapped',
-        // A session made for this attempt starts a new thread; it is never presented as resumed.
-        thread: ref ? null : 'start',
-      });
-      const changed = await changeTask(trx, taskId, {
-        state: 'dispatched',
-        latest_attempt_id: attempt.attempt_id,
-        session_id: sessionId,
-        attempt_count: sql`attempt_count + 1`,
-        ...(recovered ? { failed_attempts: sql`failed_attempts + 1` } : {}),
-      });
+      await assertCapacity(trx, ctx.config.scheduler, slotOf(task));
+      const { attempt, task: changed } = await createAttempt(trx, task, attemptId, recovered);
       return { kind: 'claimed', attempt, task: changed };
     });
   } catch (error) {
@@ -107,6 +91,45 @@ export async function claimAttempt(
       );
     throw error;
   }
+}
+
+export const slotOf = (task: TaskRow) => ({
+  tenantId: task.tenant_id,
+  backendProfile: task.backend_profile,
+  queue: task.queue,
+});
+
+/**
+ * Write a new attempt of a locked task and move the task to `dispatched`: the one place an
+ * attempt is created, for manual dispatch and the scheduler alike.
+ */
+export async function createAttempt(
+  trx: Tx,
+  task: TaskRow,
+  attemptId: string | undefined,
+  recovered = false,
+): Promise<{ attempt: AttemptRow; task: TaskRow }> {
+  const ref = task.session_ref as SessionRef | null;
+  const sessionId = ref?.sessionId ?? newId('ses');
+  const attempt = await insertAttempt(trx, {
+    attempt_id: attemptId ?? newId('att'),
+    task_id: task.task_id,
+    retry_index: task.attempt_count,
+    state: 'dispatched',
+    session_id: sessionId,
+    session_origin: ref ? 'task-session-ref' : 'bootstrapped',
+    // A session made for this attempt starts a new thread; it is never presented as resumed.
+    thread: ref ? null : 'start',
+  });
+  const changed = await changeTask(trx, task.task_id, {
+    state: 'dispatched',
+    latest_attempt_id: attempt.attempt_id,
+    session_id: sessionId,
+    attempt_count: sql`attempt_count + 1`,
+    deferrals: 0,
+    ...(recovered ? { failed_attempts: sql`failed_attempts + 1` } : {}),
+  });
+  return { attempt, task: changed };
 }
 
 async function failStalled(trx: Tx, open: AttemptRow | undefined): Promise<boolean> {

@@ -12,6 +12,7 @@ import { findCommand } from '../../store/commands.js';
 import { isoRequired } from '../../store/json.js';
 import { cancelCommand, isTerminalCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
+import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import {
   changeTask,
   findReadCursor,
@@ -77,6 +78,8 @@ export async function cancelTask(
       cancel_reason: body.reason ?? null,
       terminal_at: sql`now()`,
     });
+    // The attempt's capacity is free again.
+    if (attempt) await ctx.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
     return attempt?.command_id ?? null;
   });
   if (commandId) {

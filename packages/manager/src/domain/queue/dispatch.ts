@@ -65,7 +65,7 @@ export async function dispatchTask(
  * made before an attempt is spent: runner Job overrides, profile usable, task session alive
  * and idle. A dry run meets the same checks, so it refuses what the dispatch would.
  */
-async function prepare(
+export async function prepare(
   ctx: Ctx,
   deps: QueueDeps,
   task: TaskRow,
@@ -103,6 +103,9 @@ async function prepare(
     // An explicit thread in the task's sessionRef wins over the session's own (spec/2).
     payload: {
       ...task.payload,
+      ...(task.retry_note
+        ? { prompt: withRetryNote(task.payload['prompt'], task.retry_note) }
+        : {}),
       ...(sessionRef?.threadId ? { threadId: sessionRef.threadId } : {}),
     },
     sessionRef,
@@ -152,4 +155,9 @@ async function plan(
     },
     valuesPrinted: false,
   };
+}
+
+/** A judge's suggestion travels into the next attempt's prompt, after the task's own text. */
+export function withRetryNote(prompt: unknown, note: string): string {
+  return `${String(prompt)}\n\nA review of the previous attempt asks for this change:\n${note}`;
 }

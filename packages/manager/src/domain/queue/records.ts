@@ -12,6 +12,8 @@ import {
 import type { Selectable } from 'kysely';
 import { iso, isoRequired } from '../../store/json.js';
 import type { QueueJudgeRunsTable, QueueTaskReferencesTable } from '../../store/schema.js';
+import type { SchedulerSettings } from '../../config.js';
+import { schedulingOf } from '../scheduler/task-policy.js';
 import { sessionPath } from '../sessions/records.js';
 import type { AttemptRow, TaskRow } from './store.js';
 
@@ -133,6 +135,7 @@ export function toTask(
   attempt: AttemptRow | null,
   references: Selectable<QueueTaskReferencesTable>[],
   judgeRuns: Selectable<QueueJudgeRunsTable>[],
+  settings: SchedulerSettings,
 ): Task {
   return {
     ...toSummary(row, attempt, { full: false }),
@@ -151,19 +154,30 @@ export function toTask(
       ...(r.url ? { url: r.url } : {}),
       ...(r.title ? { title: r.title } : {}),
     })),
-    judgeRuns: judgeRuns.map((j): JudgeRun => ({
-      judgeRunId: j.judge_run_id,
-      attemptId: j.attempt_id,
-      state: j.state,
-      request: j.request,
-      result: j.result,
-      failureKind: j.failure_kind,
-      retrySuggestion: j.retry_suggestion,
-      createdAt: isoRequired(j.created_at),
-    })),
+    judgeRuns: judgeRuns.map(toJudgeRun),
+    scheduling: schedulingOf(row, settings),
     cancelReason: row.cancel_reason,
     terminalAt: iso(row.terminal_at),
     valuesPrinted: false,
+  };
+}
+
+export function toJudgeRun(j: Selectable<QueueJudgeRunsTable>): JudgeRun {
+  return {
+    judgeRunId: j.judge_run_id,
+    attemptId: j.attempt_id,
+    state: j.state as JudgeRun['state'],
+    verdict: j.verdict as JudgeRun['verdict'],
+    request: j.request,
+    result: j.result,
+    failureKind: j.failure_kind,
+    retrySuggestion: j.retry_suggestion,
+    backendProfile: j.backend_profile,
+    sessionId: j.session_id,
+    runId: j.run_id,
+    commandId: j.command_id,
+    createdAt: isoRequired(j.created_at),
+    terminalAt: iso(j.terminal_at),
   };
 }
 

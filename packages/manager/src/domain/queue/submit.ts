@@ -9,6 +9,7 @@ import {
 } from '@svc/contracts';
 import { json } from '../../store/json.js';
 import type { Ctx } from '../context.js';
+import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import {
   checkSessionRef,
   checkTaskInputs,
@@ -16,6 +17,7 @@ import {
   runBaseOfBody,
   TASK_DEFAULTS,
 } from './inputs.js';
+import { schedulingColumns } from '../scheduler/task-policy.js';
 import { findTask, nextChangeSeq } from './store.js';
 import { getTask } from './views.js';
 
@@ -71,6 +73,7 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
     metadata: json(body.metadata ?? {}),
     summary: body.summary ?? null,
     max_attempts: body.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    ...schedulingColumns(body, profile),
   };
   const references = body.references ?? [];
 
@@ -130,5 +133,6 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
   });
   // A racing submit of the same id won: answer like a resubmission.
   if (!inserted) return submitTask(ctx, body);
+  await ctx.wakeups.publish(QUEUE_WAKE_KEY);
   return { kind: 'task', task: await getTask(ctx, inserted.task_id), created: true };
 }

@@ -31,14 +31,14 @@ export async function getTaskRow(db: Executor, taskId: string): Promise<TaskRow>
   return row;
 }
 
-export async function getTask(ctx: Pick<Ctx, 'db'>, taskId: string): Promise<Task> {
+export async function getTask(ctx: Pick<Ctx, 'db' | 'config'>, taskId: string): Promise<Task> {
   const row = await getTaskRow(ctx.db, taskId);
   const [attempt, references, judgeRuns] = await Promise.all([
     row.latest_attempt_id ? findAttempt(ctx.db, row.latest_attempt_id) : Promise.resolve(undefined),
     listReferences(ctx.db, taskId),
     listJudgeRuns(ctx.db, taskId),
   ]);
-  return toTask(row, attempt ?? null, references, judgeRuns);
+  return toTask(row, attempt ?? null, references, judgeRuns, ctx.config.scheduler);
 }
 
 /** Latest attempts of a page of tasks, in one query. */

@@ -7,6 +7,7 @@ import * as queue from './0005-queue.js';
 import * as replyIndex from './0006-reply-index.js';
 import * as sendRequestHash from './0008-send-request-hash.js';
 import * as runListing from './0009-run-listing.js';
+import * as scheduler from './0010-scheduler.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -18,6 +19,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0006-reply-index': replyIndex,
   '0008-send-request-hash': sendRequestHash,
   '0009-run-listing': runListing,
+  '0010-scheduler': scheduler,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();

@@ -1,0 +1,124 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { FAILURE_KIND_NAMES, type FailureKind } from '../failure-kinds.js';
+import { Nullable, StringEnum, Timestamp } from './common.js';
+
+/**
+ * The automatic scheduler (spec/3's later stage): how a task is retried, which judge reviews
+ * its attempts, and what the scheduler read shows (capacity in use, backlog, next wake-up).
+ */
+
+/**
+ * Failure kinds retried by default: infrastructure, provider availability, a lost runner (its
+ * command expired, or the agent process died). Schema, policy, auth and prompt kinds are never
+ * retried by default: the same input would fail the same way.
+ */
+export const DEFAULT_RETRYABLE_KINDS = [
+  'infra-failed',
+  'provider-unavailable',
+  'command-expired',
+  'backend-failed',
+] as const satisfies readonly FailureKind[];
+
+/** Kinds a task may never ask to retry: retrying them repeats the same refusal. */
+export const NEVER_RETRYABLE_KINDS = [
+  'schema-invalid',
+  'tenant-policy-denied',
+  'provider-auth-failed',
+  'auth-failed',
+  'secret-unavailable',
+  'prompt-unavailable',
+  'prompt-too-large',
+  'required-skill-unavailable',
+  'cancelled',
+] as const satisfies readonly FailureKind[];
+
+export const TaskRetryPolicy = Type.Object(
+  {
+    /** First retry waits about this long; each further retry doubles it (jitter ±20%). */
+    backoffMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 3_600_000 })),
+    /** Upper bound of one wait. */
+    maxBackoffMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400_000 })),
+    /** Failure kinds retried (default DEFAULT_RETRYABLE_KINDS). */
+    retryOn: Type.Optional(Type.Array(StringEnum(FAILURE_KIND_NAMES), { maxItems: 16 })),
+  },
+  { additionalProperties: false },
+);
+export type TaskRetryPolicy = Static<typeof TaskRetryPolicy>;
+
+/** A judge: a real agent turn over an attempt's result, answering pass or fail. */
+export const JudgeSpec = Type.Object(
+  {
+    prompt: Type.String({ minLength: 1, maxLength: 16 * 1024, pattern: '^[^\\u0000]*$' }),
+    backendProfile: Type.Optional(Type.String({ maxLength: 200 })),
+  },
+  { additionalProperties: false },
+);
+export type JudgeSpec = Static<typeof JudgeSpec>;
+
+/** How the scheduler sees a task (shown with the task). */
+export const TaskScheduling = Type.Object({
+  runAfter: Nullable(Timestamp),
+  retryPolicy: Type.Object({
+    backoffMs: Type.Integer(),
+    maxBackoffMs: Type.Integer(),
+    retryOn: Type.Array(Type.String()),
+  }),
+  judge: Nullable(Type.Object({ prompt: Type.String(), backendProfile: Type.String() })),
+  retryNote: Nullable(Type.String()),
+  deferrals: Type.Integer(),
+  lastRefusal: Nullable(
+    Type.Object({ failureKind: Type.String(), message: Type.String(), at: Timestamp }),
+  ),
+});
+export type TaskScheduling = Static<typeof TaskScheduling>;
+
+const Counts = Type.Record(Type.String(), Type.Integer());
+
+export const SchedulerView = Type.Object({
+  enabled: Type.Boolean(),
+  instanceId: Type.String(),
+  generatedAt: Timestamp,
+  limits: Type.Object({
+    global: Type.Integer(),
+    perTenant: Nullable(Type.Integer()),
+    tenants: Counts,
+    perProfile: Nullable(Type.Integer()),
+    profiles: Counts,
+    perQueue: Nullable(Type.Integer()),
+    queues: Counts,
+  }),
+  inUse: Type.Object({
+    global: Type.Integer(),
+    byTenant: Counts,
+    byProfile: Counts,
+    byQueue: Counts,
+  }),
+  backlog: Type.Array(
+    Type.Object({
+      tenantId: Type.String(),
+      queue: Type.String(),
+      ready: Type.Integer(),
+      waiting: Type.Integer(),
+      nextRunAfter: Nullable(Timestamp),
+    }),
+  ),
+  judges: Type.Object({ open: Type.Integer() }),
+  replacements: Type.Object({ pending: Type.Integer(), maxPerRun: Type.Integer() }),
+  lastPassAt: Nullable(Timestamp),
+  nextWakeAt: Nullable(Timestamp),
+  scanIntervalMs: Type.Integer(),
+});
+export type SchedulerView = Static<typeof SchedulerView>;
+
+export const QueueSettingsBody = Type.Object(
+  { maxRunning: Nullable(Type.Integer({ minimum: 0, maximum: 100_000 })) },
+  { additionalProperties: false },
+);
+export type QueueSettingsBody = Static<typeof QueueSettingsBody>;
+
+export const QueueSettings = Type.Object({
+  queue: Type.String(),
+  maxRunning: Nullable(Type.Integer()),
+  updatedAt: Timestamp,
+});
+export type QueueSettings = Static<typeof QueueSettings>;

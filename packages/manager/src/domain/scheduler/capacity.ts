@@ -1,0 +1,159 @@
+import { ServiceError } from '@svc/contracts';
+import { sql } from 'kysely';
+import type { SchedulerSettings } from '../../config.js';
+import type { Executor, Tx } from '../../store/runs.js';
+
+/**
+ * Capacity is counted in the database, from open attempts (`dispatched` or `running`), so
+ * every replica and a manual dispatch see the same numbers. Decisions that take capacity hold
+ * one transaction-scoped advisory lock: two replicas never both take the last slot.
+ */
+const CAPACITY_LOCK = 0x5c4ed001;
+
+export async function lockCapacity(trx: Tx): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock(${CAPACITY_LOCK})`.execute(trx);
+}
+
+export interface InUse {
+  global: number;
+  byTenant: Map<string, number>;
+  byProfile: Map<string, number>;
+  byQueue: Map<string, number>;
+}
+
+export interface Slot {
+  tenantId: string;
+  backendProfile: string;
+  queue: string;
+}
+
+export async function countInUse(db: Executor): Promise<InUse> {
+  const rows = await db
+    .selectFrom('queue_attempts as a')
+    .innerJoin('queue_tasks as t', 't.task_id', 'a.task_id')
+    .select([
+      't.tenant_id',
+      't.backend_profile',
+      't.queue',
+      (eb) => eb.fn.countAll<number>().as('n'),
+    ])
+    .where('a.state', 'in', ['dispatched', 'running'])
+    .groupBy(['t.tenant_id', 't.backend_profile', 't.queue'])
+    .execute();
+  const use: InUse = { global: 0, byTenant: new Map(), byProfile: new Map(), byQueue: new Map() };
+  for (const row of rows)
+    take(
+      use,
+      {
+        tenantId: row.tenant_id,
+        backendProfile: row.backend_profile,
+        queue: row.queue,
+      },
+      Number(row.n),
+    );
+  return use;
+}
+
+export function take(use: InUse, slot: Slot, n = 1): void {
+  use.global += n;
+  use.byTenant.set(slot.tenantId, (use.byTenant.get(slot.tenantId) ?? 0) + n);
+  use.byProfile.set(slot.backendProfile, (use.byProfile.get(slot.backendProfile) ?? 0) + n);
+  use.byQueue.set(slot.queue, (use.byQueue.get(slot.queue) ?? 0) + n);
+}
+
+/** The limits in force: configuration, with per-queue settings stored in the database. */
+export interface Limits {
+  settings: SchedulerSettings;
+  queues: Record<string, number>;
+}
+
+export async function loadLimits(db: Executor, settings: SchedulerSettings): Promise<Limits> {
+  const rows = await db
+    .selectFrom('queue_settings')
+    .select(['queue', 'max_running'])
+    .where('max_running', 'is not', null)
+    .execute();
+  const queues = { ...settings.queues };
+  for (const row of rows) queues[row.queue] = row.max_running!;
+  return { settings, queues };
+}
+
+const limitOf = (map: Record<string, number>, key: string, fallback: number | null) =>
+  Object.hasOwn(map, key) ? map[key]! : fallback;
+
+/** The first limit a new attempt in this slot would pass, or null when it fits. */
+export function blockingLimit(
+  limits: Limits,
+  use: InUse,
+  slot: Slot,
+): { scope: string; name: string | null; limit: number; inUse: number } | null {
+  const s = limits.settings;
+  if (use.global >= s.maxRunning)
+    return { scope: 'global', name: null, limit: s.maxRunning, inUse: use.global };
+  const checks: [string, string, number | null, Map<string, number>][] = [
+    ['tenant', slot.tenantId, limitOf(s.tenants, slot.tenantId, s.perTenant), use.byTenant],
+    [
+      'backendProfile',
+      slot.backendProfile,
+      limitOf(s.profiles, slot.backendProfile, s.perProfile),
+      use.byProfile,
+    ],
+    ['queue', slot.queue, limitOf(limits.queues, slot.queue, s.perQueue), use.byQueue],
+  ];
+  for (const [scope, name, limit, map] of checks) {
+    const inUse = map.get(name) ?? 0;
+    if (limit !== null && inUse >= limit) return { scope, name, limit, inUse };
+  }
+  return null;
+}
+
+/** Manual dispatch counts against the same capacity: refused, before anything is written. */
+export async function assertCapacity(trx: Tx, settings: SchedulerSettings, slot: Slot) {
+  await lockCapacity(trx);
+  const [limits, use] = await Promise.all([loadLimits(trx, settings), countInUse(trx)]);
+  const blocked = blockingLimit(limits, use, slot);
+  if (blocked)
+    throw new ServiceError(
+      'capacity-exhausted',
+      `${blocked.scope}${blocked.name ? ` ${blocked.name}` : ''} runs ${blocked.inUse} of ${blocked.limit} attempts; dispatch again when one ends`,
+      { ...blocked },
+    );
+}
+
+export interface Candidate extends Slot {
+  taskId: string;
+}
+
+/**
+ * Fair share: tenants take turns, the tenant with the fewest running attempts first, each
+ * turn its next task in queue order (priority, then submission). A candidate over a limit is
+ * skipped; the others of its tenant may still fit (another queue or profile).
+ */
+export function pickFair(
+  byTenant: Map<string, Candidate[]>,
+  limits: Limits,
+  use: InUse,
+  max: number,
+): Candidate[] {
+  const picked: Candidate[] = [];
+  const heads = new Map([...byTenant].map(([tenant, list]) => [tenant, [...list]]));
+  while (picked.length < max && heads.size > 0) {
+    if (use.global >= limits.settings.maxRunning) break;
+    const order = [...heads.keys()].sort(
+      (a, b) => (use.byTenant.get(a) ?? 0) - (use.byTenant.get(b) ?? 0) || (a < b ? -1 : 1),
+    );
+    const tenant = order[0]!;
+    const list = heads.get(tenant)!;
+    let chosen: Candidate | undefined;
+    while (list.length > 0 && !chosen) {
+      const next = list.shift()!;
+      if (!blockingLimit(limits, use, next)) chosen = next;
+    }
+    if (list.length === 0) heads.delete(tenant);
+    if (chosen) {
+      picked.push(chosen);
+      take(use, chosen);
+    }
+  }
+  return picked;
+}

@@ -1,0 +1,145 @@
+import { isServiceError, type DispatchResponse } from '@svc/contracts';
+import { sql } from 'kysely';
+import type { SchedulerSettings } from '../../config.js';
+import type { Ctx } from '../context.js';
+import { checkDispatchable, createAttempt } from '../queue/attempts.js';
+import { prepare } from '../queue/dispatch.js';
+import { launchAttempt, type QueueDeps } from '../queue/launch.js';
+import { changeTask, lockTask, type AttemptRow, type TaskRow } from '../queue/store.js';
+import { countInUse, loadLimits, lockCapacity, pickFair, type Candidate } from './capacity.js';
+import { backoffDelay, retryPolicyOf } from './task-policy.js';
+
+export interface Claimed {
+  task: TaskRow;
+  /** The task as it was before the claim (to put it back if the attempt cannot start). */
+  before: TaskRow;
+  attempt: AttemptRow;
+}
+
+/**
+ * One scheduling decision, in one transaction under the capacity lock: read what runs, lock up
+ * to a batch of ready tasks per tenant (`FOR UPDATE SKIP LOCKED`: a task a manual dispatch or
+ * cancel holds is passed over, never waited for), pick fairly within every limit and create
+ * their attempts through the same code as a manual dispatch. Returns the claimed attempts;
+ * their sessions, runs and runner Jobs are made after the commit.
+ */
+export async function claimBatch(ctx: Ctx, settings: SchedulerSettings): Promise<Claimed[]> {
+  return ctx.db.transaction().execute(async (trx) => {
+    await lockCapacity(trx);
+    const [limits, use] = await Promise.all([loadLimits(trx, settings), countInUse(trx)]);
+    const room = Math.min(settings.batchSize, settings.maxRunning - use.global);
+    if (room <= 0) return [];
+    const full = [...use.byTenant]
+      .filter(([tenant, n]) => {
+        const limit = Object.hasOwn(settings.tenants, tenant)
+          ? settings.tenants[tenant]!
+          : settings.perTenant;
+        return limit !== null && n >= limit;
+      })
+      .map(([tenant]) => tenant);
+    const rows = await sql<TaskRow>`
+      SELECT c.* FROM (
+        SELECT DISTINCT tenant_id FROM queue_tasks
+        WHERE state = 'queued' AND NOT (tenant_id = ANY(${full}::text[]))
+      ) ten
+      CROSS JOIN LATERAL (
+        SELECT t.* FROM queue_tasks t
+        WHERE t.state = 'queued' AND t.tenant_id = ten.tenant_id
+          AND (t.run_after IS NULL OR t.run_after <= now())
+        ORDER BY t.priority DESC, t.enqueue_seq
+        LIMIT ${room}
+        FOR UPDATE OF t SKIP LOCKED
+      ) c`.execute(trx);
+    if (rows.rows.length === 0) return [];
+    const byId = new Map(rows.rows.map((row) => [row.task_id, row]));
+    const byTenant = new Map<string, Candidate[]>();
+    for (const row of rows.rows) {
+      const list = byTenant.get(row.tenant_id) ?? [];
+      list.push({
+        taskId: row.task_id,
+        tenantId: row.tenant_id,
+        backendProfile: row.backend_profile,
+        queue: row.queue,
+      });
+      byTenant.set(row.tenant_id, list);
+    }
+    const claimed: Claimed[] = [];
+    for (const pick of pickFair(byTenant, limits, use, room)) {
+      const before = byId.get(pick.taskId)!;
+      try {
+        checkDispatchable(before, undefined);
+      } catch {
+        continue; // out of attempts: left queued for a person (the view says why)
+      }
+      const made = await createAttempt(trx, before, undefined);
+      claimed.push({ task: made.task, before, attempt: made.attempt });
+    }
+    return claimed;
+  });
+}
+
+/**
+ * Start a claimed attempt: the dispatch checks, then the session, run, turn and runner Job,
+ * exactly as a manual dispatch does. A check that refuses (profile not ready, session busy)
+ * puts the task back, attempt unspent, to be tried again after a backoff; a failure after the
+ * attempt began is recorded by the dispatch code as the attempt's outcome.
+ */
+export async function startClaimed(
+  ctx: Ctx,
+  deps: QueueDeps,
+  claimed: Claimed,
+): Promise<DispatchResponse | null> {
+  let prepared;
+  try {
+    prepared = await prepare(ctx, deps, claimed.task, {});
+  } catch (error) {
+    await release(ctx, claimed, error);
+    return null;
+  }
+  try {
+    return await launchAttempt(ctx, deps, claimed.task, claimed.attempt, prepared, {});
+  } catch (error) {
+    ctx.logger.warn(
+      {
+        taskId: claimed.task.task_id,
+        attemptId: claimed.attempt.attempt_id,
+        failureKind: isServiceError(error) ? error.failureKind : 'infra-failed',
+      },
+      'scheduled attempt failed to start',
+    );
+    return null;
+  }
+}
+
+async function release(ctx: Ctx, claimed: Claimed, error: unknown): Promise<void> {
+  const failureKind = isServiceError(error) ? error.failureKind : 'infra-failed';
+  const message = ctx.redactor
+    .redact(error instanceof Error ? error.message : String(error))
+    .slice(0, 500);
+  const { before, attempt } = claimed;
+  const delay = backoffDelay(retryPolicyOf(before, ctx.config.scheduler), before.deferrals + 1);
+  await ctx.db.transaction().execute(async (trx) => {
+    await lockTask(trx, before.task_id);
+    const removed = await trx
+      .deleteFrom('queue_attempts')
+      .where('attempt_id', '=', attempt.attempt_id)
+      .where('state', '=', 'dispatched')
+      .where('run_id', 'is', null)
+      .executeTakeFirst();
+    // A cancel got there first: the attempt is its record now.
+    if (Number(removed.numDeletedRows) === 0) return;
+    await changeTask(trx, before.task_id, {
+      state: 'queued',
+      attempt_count: before.attempt_count,
+      latest_attempt_id: before.latest_attempt_id,
+      session_id: before.session_id,
+      deferrals: before.deferrals + 1,
+      run_after: sql`now() + make_interval(secs => ${delay / 1000})`,
+      last_refusal: JSON.stringify({ failureKind, message, at: new Date().toISOString() }),
+    });
+  });
+  ctx.logger.info(
+    { taskId: before.task_id, failureKind, retryInMs: delay },
+    'scheduler deferred a task it could not start',
+  );
+}
