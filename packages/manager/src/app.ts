@@ -88,7 +88,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       ),
     ...deps.hooks,
   };
-  const onTerminal = hooks.onTerminal;
+  const onTerminal = hooks.onTerminal.bind(hooks);
   // An ended command or run may free capacity or need a retry: wake the schedulers on commit.
   hooks.onTerminal = async (trx, change) => {
     await onTerminal(trx, change);

@@ -13,7 +13,7 @@ export async function nextDueAt(db: Executor): Promise<Date | null> {
     .where('state', '=', 'queued')
     .where('run_after', '>', sql<Date>`now()`)
     .executeTakeFirst();
-  return row?.due ? new Date(row.due as Date) : null;
+  return row?.due ? new Date(row.due) : null;
 }
 
 export interface LoopState {
