@@ -271,12 +271,14 @@ describe('KubernetesSecretStore on the API', () => {
   });
 
   it('turns API failures into infra-failed without echoing the response', async () => {
-    fake.failNext('GET', 'secrets', 500, 'InternalError');
+    // A server error is retried (three times by default) before it is reported.
+    for (let i = 0; i < 4; i += 1) fake.failNext('GET', 'secrets', 500, 'InternalError');
     await assert.rejects(store.get('svc-v01-provider-any'), (e: unknown) => {
       assert.ok(isKind('infra-failed')(e));
       assert.equal(
         (e as Error).message,
-        'Kubernetes API: read Secret svc-v01-provider-any failed with HTTP 500 InternalError',
+        'Kubernetes API: read Secret svc-v01-provider-any failed with HTTP 500 InternalError: ' +
+          'the API server failed (injected InternalError)',
       );
       return true;
     });

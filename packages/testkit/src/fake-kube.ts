@@ -45,8 +45,10 @@ export interface FakeKubeOptions {
 interface Injected {
   method: string;
   resource: string;
+  /** 0: never answer (a hung API server). */
   status: number;
   reason: string;
+  message?: string | undefined;
 }
 
 const PATH =
@@ -122,9 +124,21 @@ export class FakeKube {
     obj.metadata.resourceVersion = this.#nextRevision();
   }
 
-  /** The next request of `method` on `resource` fails with this status and reason. */
-  failNext(method: string, resource: string, status: number, reason: string): void {
-    this.#injected.push({ method, resource, status, reason });
+  /** The next request of `method` on `resource` fails with this status, reason and message. */
+  failNext(
+    method: string,
+    resource: string,
+    status: number,
+    reason: string,
+    message?: string,
+  ): void {
+    this.#injected.push({ method, resource, status, reason, message });
+  }
+
+  /** The next `count` requests of `method` on `resource` are never answered. */
+  hangNext(method: string, resource: string, count = 1): void {
+    for (let i = 0; i < count; i += 1)
+      this.#injected.push({ method, resource, status: 0, reason: 'hang' });
   }
 
   clearRequests(): void {
@@ -213,7 +227,13 @@ export class FakeKube {
       );
       if (injected >= 0) {
         const [fault] = this.#injected.splice(injected, 1);
-        throw new KubeStatusError(fault!.status, fault!.reason, `injected ${fault!.reason}`);
+        // A hung server: the request stays open until the client gives up or the fake closes.
+        if (fault!.status === 0) return;
+        throw new KubeStatusError(
+          fault!.status,
+          fault!.reason,
+          fault!.message ?? `injected ${fault!.reason}`,
+        );
       }
       const [status, payload] = this.#route(
         method,
