@@ -19,6 +19,7 @@ import { healthRoutes } from './routes/health.js';
 import { runnerRoutes } from './routes/runner.js';
 import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { followTerminal } from './domain/queue/follow.js';
 import { sessionHooks } from './domain/sessions/hooks.js';
 import type { SessionVolumes } from './sessions/volumes.js';
 import { runnerJobRoutes } from './routes/runner-jobs.js';
@@ -75,10 +76,16 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerErrorHandling(app);
   registerAuth(app, { apiKey: deps.config.apiKey, deploymentMode: deps.config.deploymentMode });
 
+  const sessions = sessionHooks(deps.store.db, deps.config, deps.sessionVolumes);
   const hooks: DomainHooks = {
     ...noHooks,
     assertProfileUsable: (profile) => assertProfileUsable(deps.secrets, profile),
-    ...sessionHooks(deps.store.db, deps.config, deps.sessionVolumes),
+    ...sessions,
+    // Sessions and queue tasks both follow a terminal change, in its transaction.
+    onTerminal: async (trx, change) => {
+      await sessions.onTerminal?.(trx, change);
+      await followTerminal(trx, change);
+    },
     afterRunCancelled: (runId) =>
       stopJobsOfCancelledRun(
         { db: deps.store.db, logger: deps.logger },

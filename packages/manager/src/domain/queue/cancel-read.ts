@@ -3,6 +3,7 @@ import {
   FINAL_TASK_STATES,
   type QueuePlan,
   type ReadCursor,
+  type Supervisor,
   type Task,
   type TaskCancelBody,
   type TaskReadBody,
@@ -65,8 +66,20 @@ export async function cancelTask(
     const locked = await lockTask(trx, taskId);
     if (!locked || isFinal(locked.state)) return null;
     const attempt = await openAttempt(trx, taskId);
+    const supervisor = attempt?.supervisor as Supervisor | null | undefined;
     if (attempt)
       await updateAttempt(trx, attempt.attempt_id, {
+        // The snapshot of a cancelled attempt says it is over, not what it was waiting for.
+        ...(supervisor
+          ? {
+              supervisor: JSON.stringify({
+                ...supervisor,
+                phase: 'terminal',
+                timeoutBudget: { ...supervisor.timeoutBudget, remainingMs: 0 },
+              }),
+              supervisor_at: sql`now()`,
+            }
+          : {}),
         state: 'cancelled',
         terminal_status: 'cancelled',
         failure_kind: 'cancelled',

@@ -19,6 +19,7 @@ import { sessionPath } from '../sessions/records.js';
 import { sendToSession } from '../sessions/send.js';
 import { createSession } from '../sessions/sessions.js';
 import type { Prepared } from './dispatch.js';
+import { outcomeOfRow, outcomeSummary } from './follow.js';
 import { supervisorSnapshot } from './outcome.js';
 import { toAttempt } from './records.js';
 import {
@@ -168,8 +169,14 @@ async function recordFailure(
         runner_phase: job?.phase ?? null,
         terminal_at: sql`now()`,
       });
+      const summary = outcomeSummary(current, {
+        ...outcomeOfRow(current),
+        state: 'failed',
+        failureKind: kind,
+        message,
+      });
       await changeTask(trx, taskId, {
-        ...(task.state === 'cancelled' ? {} : { state: 'failed' }),
+        ...(task.state === 'cancelled' ? {} : { state: 'failed', summary }),
         failed_attempts: sql`failed_attempts + 1`,
       });
     });

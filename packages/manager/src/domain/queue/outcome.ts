@@ -97,8 +97,12 @@ export function supervisorSnapshot(
   run: RunRow,
   command: CommandRow | null,
   sessionId: string,
+  options: { terminal?: boolean } = {},
 ): Supervisor {
-  const terminal = command ? isTerminalCommand(command.state) : isTerminalRun(run.state);
+  // An attempt the queue ended (a cancel) is over whatever its command still says.
+  const terminal =
+    (options.terminal ?? false) ||
+    (command ? isTerminalCommand(command.state) : isTerminalRun(run.state));
   const liveness = deriveLiveness({
     now,
     run,

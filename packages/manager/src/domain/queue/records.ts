@@ -57,15 +57,24 @@ export function toAttempt(row: AttemptRow): Attempt {
 /** The command a person runs next for this task (session commands once a session exists). */
 export function nextCommand(task: TaskRow, attempt: AttemptRow | null): string {
   const sessionId = attempt?.session_id ?? null;
+  const attemptsLeft = task.attempt_count < task.max_attempts;
+  if (task.state === 'cancelled')
+    return sessionId && attempt?.run_id
+      ? `sessions show ${sessionId}`
+      : `queue show ${task.task_id}`;
   if (!attempt || !sessionId) return `queue dispatch ${task.task_id}`;
   const seq = (attempt.supervisor as Supervisor | null)?.lastActivitySeq ?? null;
   const after = seq ? ` --after-seq ${Math.max(0, seq - 20)}` : '';
+  // An attempt that ended before its run wrote anything has no trace to read.
+  const traceless = !attempt.run_id || !attempt.last_event_seq;
   switch (attempt.state) {
     case 'dispatched':
     case 'running':
       return `sessions output ${sessionId}${after} --follow`;
     case 'failed':
     case 'blocked':
+      if (traceless)
+        return attemptsLeft ? `queue dispatch ${task.task_id}` : `queue show ${task.task_id}`;
       return `sessions trace ${sessionId}${after}`;
     case 'completed':
       return `sessions output ${sessionId}${after}`;
