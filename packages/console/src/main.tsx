@@ -24,7 +24,6 @@ function KeyPrompt({ failure, onSaved }: { failure: ApiError; onSaved: () => voi
   return (
     <form
       class="key-prompt panel"
-      aria-label="API key"
       onSubmit={(e) => {
         e.preventDefault();
         if (!value.trim()) return;

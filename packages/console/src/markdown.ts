@@ -13,15 +13,30 @@ DOMPurify.addHook('afterSanitizeAttributes', (node) => {
   }
   if (node.tagName === 'IMG') {
     const src = node.getAttribute('src') ?? '';
-    if (!src.startsWith('data:image/')) node.removeAttribute('src');
+    if (!src.startsWith('data:image/')) {
+      node.removeAttribute('src');
+      node.setAttribute('data-blocked', src.slice(0, 200));
+    }
   }
 });
 
 export function renderMarkdown(text: string): string {
   const html = marked.parse(text) as string;
-  return DOMPurify.sanitize(html, {
+  const fragment = DOMPurify.sanitize(html, {
     USE_PROFILES: { html: true },
     FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'iframe'],
     FORBID_ATTR: ['style'],
+    RETURN_DOM_FRAGMENT: true,
   });
+  // A remote image is never fetched (no request leaves the machine): show what it was.
+  for (const img of fragment.querySelectorAll('img[data-blocked]')) {
+    const note = document.createElement('span');
+    note.className = 'blocked-image';
+    note.textContent = `[image not loaded: ${img.getAttribute('alt') || 'untitled'}]`;
+    note.title = img.getAttribute('data-blocked') ?? '';
+    img.replaceWith(note);
+  }
+  const holder = document.createElement('div');
+  holder.append(fragment);
+  return holder.innerHTML;
 }

@@ -157,29 +157,31 @@ function TaskRow({
       <td>
         <Time at={task.updatedAt} />
       </td>
-      <td class="actions">
-        <ConfirmAction
-          label="Dispatch"
-          question={`Dispatch "${task.title}" now?`}
-          disabled={open || final}
-          onConfirm={() => api.dispatchTask(task.taskId).then(onChange)}
-        />
-        <ConfirmAction
-          label="Cancel"
-          question={`Cancel "${task.title}"?`}
-          danger
-          disabled={final}
-          input={{ label: 'Reason (optional)' }}
-          onConfirm={(reason) =>
-            api.cancelTask(task.taskId, reason || 'cancelled from the console').then(onChange)
-          }
-        />
-        <button
-          disabled={!attempt}
-          onClick={() => void api.refreshTask(task.taskId).then(onChange)}
-        >
-          Refresh
-        </button>
+      <td>
+        <div class="row-actions">
+          <ConfirmAction
+            label="Dispatch"
+            question={`Dispatch "${task.title}" now?`}
+            disabled={open || final}
+            onConfirm={() => api.dispatchTask(task.taskId).then(onChange)}
+          />
+          <ConfirmAction
+            label="Cancel"
+            question={`Cancel "${task.title}"?`}
+            danger
+            disabled={final}
+            input={{ label: 'Reason (optional)' }}
+            onConfirm={(reason) =>
+              api.cancelTask(task.taskId, reason || 'cancelled from the console').then(onChange)
+            }
+          />
+          <button
+            disabled={!attempt}
+            onClick={() => void api.refreshTask(task.taskId).then(onChange)}
+          >
+            Refresh
+          </button>
+        </div>
       </td>
     </tr>
   );

@@ -115,7 +115,9 @@ export function RunsView({ query }: { query: URLSearchParams }) {
                   <a href={`/runs/${run.runId}`} class="mono">
                     {run.runId}
                   </a>
-                  {run.failureKind && <div class="sub bad-text">{run.failureKind}</div>}
+                  {run.failureKind && run.failureKind !== run.state && (
+                    <div class="sub bad-text">{run.failureKind}</div>
+                  )}
                 </td>
                 <td>
                   <StateBadge state={run.state} />
