@@ -169,6 +169,7 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     await submit(rig.e.t, { title: 'Update the README walkthrough' });
 
     await page.goto(url('/runs'));
+    await page.getByRole('heading', { name: 'Runs' }).waitFor();
     await page.keyboard.press('g');
     await page.keyboard.press('s');
     await page.getByRole('heading', { name: 'Sessions' }).waitFor();
