@@ -5,7 +5,7 @@ import type { Redactor } from '@svc/contracts';
 import type { ManagerConfig } from './config.js';
 import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
-import { registerAuth } from './http/auth.js';
+import { registerApiScope } from './http/api-scope.js';
 import { registerConsole } from './http/console.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
@@ -74,7 +74,6 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerValidation(app);
   registerBodyParsing(app, deps.redactor);
   registerErrorHandling(app);
-  registerAuth(app, { apiKey: deps.config.apiKey, deploymentMode: deps.config.deploymentMode });
 
   const sessions = sessionHooks(deps.store.db, deps.config, deps.sessionVolumes);
   const hooks: DomainHooks = {
@@ -110,6 +109,37 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     hooks,
   };
 
+  // Everything under /api/v1 (and /metrics): inside the one authenticated scope, registered
+  // first so that a stray /api route registered anywhere later fails the start.
+  const auth = {
+    apiKeys: deps.config.apiKeys,
+    deploymentMode: deps.config.deploymentMode,
+    db: deps.store.db,
+  };
+  await registerApiScope(app, auth, (api) => {
+    runRoutes(api, ctx);
+    commandRoutes(api, ctx);
+    eventRoutes(api, ctx);
+    runnerRoutes(api, ctx);
+    backendRoutes(api, ctx, deps.secrets);
+    runnerJobRoutes(api, ctx, deps.runnerJobs);
+    providerProfileRoutes(api, ctx, { secrets: deps.secrets, runnerJobs: deps.runnerJobs });
+    sessionRoutes(api, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
+    queueRoutes(api, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
+    schedulerRoutes(api, ctx, {
+      loopState:
+        deps.loopState ??
+        (() => ({
+          enabled: false,
+          instanceId: deps.config.instanceId,
+          lastPassAt: null,
+          nextWakeAt: null,
+        })),
+    });
+  });
+
+  // Public: health only (it holds no data). The console's static files, /docs and
+  // /openapi.json are registered here too, next to health, outside the API scope.
   healthRoutes(app, {
     config: deps.config,
     store: deps.store,
@@ -120,25 +150,6 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
         secretStore: deps.secrets.kind,
         workReady: deps.runnerJobs.workReady(),
       }),
-  });
-  runRoutes(app, ctx);
-  commandRoutes(app, ctx);
-  eventRoutes(app, ctx);
-  runnerRoutes(app, ctx);
-  backendRoutes(app, ctx, deps.secrets);
-  runnerJobRoutes(app, ctx, deps.runnerJobs);
-  providerProfileRoutes(app, ctx, { secrets: deps.secrets, runnerJobs: deps.runnerJobs });
-  sessionRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
-  queueRoutes(app, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
-  schedulerRoutes(app, ctx, {
-    loopState:
-      deps.loopState ??
-      (() => ({
-        enabled: false,
-        instanceId: deps.config.instanceId,
-        lastPassAt: null,
-        nextWakeAt: null,
-      })),
   });
   registerConsole(app);
   await app.ready();

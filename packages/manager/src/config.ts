@@ -13,6 +13,7 @@ import {
   type NetworkLevel,
   type SandboxLevel,
 } from '@svc/contracts';
+import { RUNNER_TOKEN_PREFIX } from './domain/caller-tokens.js';
 import type { StoreConfig } from './store/db.js';
 import { RUNNER_POD_DEFAULTS } from './launcher/runner-pod-defaults.js';
 
@@ -49,7 +50,8 @@ export interface ManagerConfig {
   store: StoreConfig;
   /** `runtime` deployments must be given SVC_API_KEY; `local` runs permissive without one. */
   deploymentMode: 'local' | 'runtime';
-  apiKey: string | null;
+  /** Every accepted operator key (several during a rotation); empty when none is configured. */
+  apiKeys: readonly string[];
   tenants: string[];
   /** Largest request body accepted (413 beyond). */
   bodyLimitBytes: number;
@@ -151,7 +153,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       }
     : { kind: 'pglite', dataDir: resolve(dataDir, 'pglite') };
 
-  const apiKey = readApiKey(r);
+  const apiKeys = readApiKeys(r);
   const deploymentMode = r.oneOf('SVC_DEPLOYMENT_MODE', ['local', 'runtime'] as const, 'local');
 
   const policy: PolicyLimits = {
@@ -173,7 +175,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     dataDir,
     store,
     deploymentMode,
-    apiKey,
+    apiKeys,
     tenants: r.list('SVC_TENANT_ALLOWLIST', ['tenant-a', 'tenant-b']),
     bodyLimitBytes: r.int('SVC_BODY_LIMIT_BYTES', 1024 * 1024, {
       min: 1024,
@@ -336,26 +338,40 @@ function limitMap(r: EnvReader, name: string): Record<string, number> {
   return out;
 }
 
-function readApiKey(r: EnvReader): string | null {
-  const inline = r.raw('SVC_API_KEY');
+/**
+ * Operator API keys: `SVC_API_KEY` (comma-separated) and `SVC_API_KEY_FILE` (one key per line,
+ * `#` comments) together, so a rotation can add the new key before the old one is removed.
+ */
+function readApiKeys(r: EnvReader): string[] {
+  const keys = splitKeys(r.raw('SVC_API_KEY') ?? '', /,/);
   const file = r.raw('SVC_API_KEY_FILE');
-  if (inline && file) {
-    r.fail('set only one of SVC_API_KEY and SVC_API_KEY_FILE');
-    return null;
-  }
   if (file) {
     try {
-      const key = readFileSync(file, 'utf8').trim();
-      if (!key) r.fail(`SVC_API_KEY_FILE ${file} is empty`);
-      return key || null;
+      const fromFile = splitKeys(readFileSync(file, 'utf8'), /\r?\n/).filter(
+        (k) => !k.startsWith('#'),
+      );
+      if (fromFile.length === 0) r.fail(`SVC_API_KEY_FILE ${file} holds no key`);
+      keys.push(...fromFile);
     } catch (error) {
       r.fail(
         `SVC_API_KEY_FILE ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
       );
-      return null;
     }
   }
-  return inline ?? null;
+  for (const key of keys) {
+    // A key is a bearer token: whitespace would never survive the Authorization header.
+    if (/\s/.test(key)) r.fail('an API key must not contain whitespace');
+    else if (key.startsWith(RUNNER_TOKEN_PREFIX))
+      r.fail(`an API key must not start with ${RUNNER_TOKEN_PREFIX} (runner tokens do)`);
+  }
+  return [...new Set(keys)];
+}
+
+function splitKeys(text: string, separator: RegExp): string[] {
+  return text
+    .split(separator)
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
 }
 
 function checkDefaultsWithinCeiling(r: EnvReader, p: PolicyLimits): void {

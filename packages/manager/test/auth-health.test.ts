@@ -137,7 +137,7 @@ describe('configuration', () => {
         assert.match(text, /PORT/);
         assert.match(text, /DATABASE_URL is not a valid URL/);
         assert.match(text, /SVC_DEPLOYMENT_MODE/);
-        assert.match(text, /only one of SVC_API_KEY and SVC_API_KEY_FILE/);
+        assert.match(text, /SVC_API_KEY_FILE \/nonexistent cannot be read/);
         assert.match(text, /SVC_POLICY_DEFAULT_TIMEOUT_MS/);
         assert.ok(!text.includes('secret-pw'));
         return true;

@@ -1,24 +1,46 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '@svc/contracts';
+import { RUNNER_TOKEN_PREFIX } from '../domain/caller-tokens.js';
+import { findRunnerCaller, runOfPath, type RunnerCaller } from '../domain/runner-callers.js';
+import type { Db } from '../store/db.js';
+
+/** Who is calling: an operator (API key) or one runner Job (its own token). */
+export type Caller = { kind: 'operator' } | RunnerCaller;
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * `runner`: a runner Job's token may call this route, for its own run only. Every other
+     * route in the API scope is for API keys alone.
+     */
+    access?: 'runner';
+  }
+  interface FastifyRequest {
+    /** Set by the API scope's authentication; absent outside it. */
+    caller?: Caller;
+  }
+}
 
 export interface AuthSettings {
-  apiKey: string | null;
+  apiKeys: readonly string[];
   deploymentMode: 'local' | 'runtime';
+  db: Db;
 }
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
 
 /**
- * Bearer auth on every /api/v1/ path. Tokens are compared as SHA-256 digests with
- * timingSafeEqual, so neither content nor length leaks through timing.
+ * Authentication of the API scope: installed as that scope's hooks, so a route is protected
+ * by where it is registered, never by how its URL is spelled. API keys are compared as SHA-256
+ * digests with timingSafeEqual against every configured key (no early exit), so neither a
+ * key's content nor its length nor which key matched leaks through timing.
  */
-export function registerAuth(app: FastifyInstance, settings: AuthSettings): void {
-  const expected = settings.apiKey ? digest(settings.apiKey) : null;
+export function installAuth(scope: FastifyInstance, settings: AuthSettings): void {
+  const keys = settings.apiKeys.map(digest);
 
-  const check = (url: string, header: string | undefined): ServiceError | undefined => {
-    if (!url.startsWith('/api/v1/') && url !== '/api/v1') return undefined;
-    if (!expected) {
+  const operatorKey = (token: string | null): ServiceError | undefined => {
+    if (keys.length === 0) {
       // Without a key: permissive local self-test mode, unless this is a runtime deployment.
       return settings.deploymentMode === 'runtime'
         ? new ServiceError(
@@ -27,18 +49,80 @@ export function registerAuth(app: FastifyInstance, settings: AuthSettings): void
           )
         : undefined;
     }
-    const match = typeof header === 'string' ? /^Bearer (\S+)$/i.exec(header.trim()) : null;
-    if (!match?.[1])
+    if (token === null)
       return new ServiceError(
         'auth-failed',
         'missing bearer token (Authorization: Bearer <API_KEY>)',
       );
-    if (!timingSafeEqual(digest(match[1]), expected))
-      return new ServiceError('auth-failed', 'bearer token rejected');
-    return undefined;
+    const given = digest(token);
+    let matched = false;
+    for (const key of keys) matched = timingSafeEqual(given, key) || matched;
+    return matched ? undefined : new ServiceError('auth-failed', 'bearer token rejected');
   };
 
-  app.addHook('onRequest', (request, _reply, done) => {
-    done(check(request.url, request.headers.authorization));
+  scope.addHook('onRequest', async (request) => {
+    const token = bearer(request.headers.authorization);
+    if (token?.startsWith(RUNNER_TOKEN_PREFIX)) {
+      const caller = await findRunnerCaller(settings.db, token);
+      if (!caller) throw new ServiceError('auth-failed', 'runner token unknown or expired');
+      request.caller = caller;
+      await assertRunnerMayCall(settings.db, request, caller, false);
+      return;
+    }
+    const refused = operatorKey(token);
+    if (refused) throw refused;
+    request.caller = { kind: 'operator' };
+  });
+
+  // A runner route that names its run only in the body (register) is checked once it is parsed.
+  scope.addHook('preHandler', async (request) => {
+    const caller = request.caller;
+    if (caller?.kind === 'runner') await assertRunnerMayCall(settings.db, request, caller, true);
   });
 }
+
+/** The token of `Authorization: Bearer <token>`, or null when absent or malformed. */
+function bearer(header: string | undefined): string | null {
+  if (typeof header !== 'string') return null;
+  const match = /^Bearer ([\x21-\x7e]+)$/i.exec(header.trim());
+  return match?.[1] ?? null;
+}
+
+/** Requests whose run was already matched from their path. */
+const matchedByPath = new WeakSet<FastifyRequest>();
+
+/**
+ * A runner token: runner routes only, only about its own run, only as its own runner. The path
+ * is checked before the body is read; a run named only in the body (register) afterwards.
+ */
+async function assertRunnerMayCall(
+  db: Db,
+  request: FastifyRequest,
+  caller: RunnerCaller,
+  bodyParsed: boolean,
+): Promise<void> {
+  if (request.routeOptions.config.access !== 'runner')
+    throw new ServiceError('tenant-policy-denied', 'a runner token may call runner routes only');
+  if (!bodyParsed) {
+    const params = request.params as Record<string, unknown>;
+    const sessionId = params['sessionId'];
+    if (sessionId !== undefined && (caller.sessionId === null || sessionId !== caller.sessionId))
+      throw notItsRun();
+    const runId = sessionId !== undefined ? caller.runId : await runOfPath(db, params);
+    if (runId === undefined) return;
+    if (runId !== caller.runId) throw notItsRun();
+    matchedByPath.add(request);
+    return;
+  }
+  const body = (request.body ?? {}) as Record<string, unknown>;
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  if (!matchedByPath.has(request) && body['runId'] !== caller.runId) throw notItsRun();
+  for (const runnerId of [body['runnerId'], query['runnerId']])
+    if (runnerId !== undefined && runnerId !== caller.runnerId)
+      throw new ServiceError('tenant-policy-denied', 'a runner token acts as its own runner only');
+  if (body['runnerJobId'] !== undefined && body['runnerJobId'] !== caller.runnerJobId)
+    throw new ServiceError('tenant-policy-denied', 'a runner token acts for its own job only');
+}
+
+const notItsRun = () =>
+  new ServiceError('tenant-policy-denied', 'a runner token may act on its own run only');

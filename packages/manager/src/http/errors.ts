@@ -32,12 +32,14 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return sendFailure(request, reply, failure);
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendFailure(
-      request,
-      reply,
-      new ServiceError('not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
-    ),
+  app.setNotFoundHandler(notFound);
+}
+
+export function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return sendFailure(
+    request,
+    reply,
+    new ServiceError('not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
   );
 }
 

@@ -24,6 +24,9 @@ export const RunCommandParams = Type.Object(
   { additionalProperties: false },
 );
 
+/** Route config of the runner-facing routes: a runner Job's token may call them (own run only). */
+export const RUNNER = { access: 'runner' } as const;
+
 /** Error responses of every route: the response schema decides what is serialized. */
 export const errors = { '4xx': ErrorBody, '5xx': ErrorBody } as const;
 

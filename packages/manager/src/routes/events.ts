@@ -11,7 +11,7 @@ import {
 import type { Ctx } from '../domain/context.js';
 import { appendEvents, listEvents } from '../domain/events.js';
 import { buildResult } from '../domain/results.js';
-import { errors, RunParams, type App } from './common.js';
+import { errors, RUNNER, RunParams, type App } from './common.js';
 
 const EventsQuery = Type.Object(
   {
@@ -49,7 +49,7 @@ export function eventRoutes(app: App, ctx: Ctx): void {
         response: { 200: EventAppendResponse, ...errors },
       },
       // Agent output may hold U+0000; the domain replaces it and flags the event.
-      config: { nulInBody: 'replace' },
+      config: { ...RUNNER, nulInBody: 'replace' },
     },
     async (request) => appendEvents(ctx, request.params.runId, request.body),
   );

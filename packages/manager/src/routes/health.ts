@@ -57,7 +57,7 @@ export function healthRoutes(app: App, sources: HealthSources): void {
         upToDate,
       },
       build: { ...config.build, node: process.version },
-      auth: { mode: config.deploymentMode, apiKeyConfigured: config.apiKey !== null },
+      auth: { mode: config.deploymentMode, apiKeyConfigured: config.apiKeys.length > 0 },
       redaction: {
         secretRefsOnly: true,
         valuesPrinted: false as const,

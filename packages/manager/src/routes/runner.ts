@@ -17,31 +17,44 @@ import { ackCommand, reportCommandStatus } from '../domain/commands.js';
 import type { Ctx } from '../domain/context.js';
 import { reportRunStatus } from '../domain/run-status.js';
 import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runners.js';
-import { clientGone, CommandParams, errors, RunParams, type App } from './common.js';
+import { clientGone, CommandParams, errors, RUNNER, RunParams, type App } from './common.js';
 
-/** The runner-facing API: register, claim, heartbeat, poll, ack, command and run status. */
+/**
+ * The runner-facing API: register, claim, heartbeat, poll, ack, command and run status. Each
+ * route is open to the runner Job's own token (`RUNNER`), for its own run only.
+ */
 export function runnerRoutes(app: App, ctx: Ctx): void {
   app.post(
     '/api/v1/runners/register',
-    { schema: { body: RunnerRegisterBody, response: { 200: RunnerRegistration, ...errors } } },
+    {
+      config: RUNNER,
+      schema: { body: RunnerRegisterBody, response: { 200: RunnerRegistration, ...errors } },
+    },
     async (request) => registerRunner(ctx, request.body),
   );
 
   app.post(
     '/api/v1/runs/:runId/claim',
-    { schema: { params: RunParams, body: ClaimBody, response: { 200: ClaimResponse, ...errors } } },
+    {
+      config: RUNNER,
+      schema: { params: RunParams, body: ClaimBody, response: { 200: ClaimResponse, ...errors } },
+    },
     async (request) => claimRun(ctx, request.params.runId, request.body),
   );
 
   app.patch(
     '/api/v1/runs/:runId/lease',
-    { schema: { params: RunParams, body: LeaseBody, response: { 200: LeaseResponse, ...errors } } },
+    {
+      config: RUNNER,
+      schema: { params: RunParams, body: LeaseBody, response: { 200: LeaseResponse, ...errors } },
+    },
     async (request) => heartbeat(ctx, request.params.runId, request.body),
   );
 
   app.get(
     '/api/v1/runs/:runId/commands',
     {
+      config: RUNNER,
       schema: {
         params: RunParams,
         querystring: PollQuery,
@@ -53,19 +66,26 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
 
   app.patch(
     '/api/v1/runs/:runId/status',
-    { schema: { params: RunParams, body: RunStatusBody, response: { 200: Run, ...errors } } },
+    {
+      config: RUNNER,
+      schema: { params: RunParams, body: RunStatusBody, response: { 200: Run, ...errors } },
+    },
     async (request) => reportRunStatus(ctx, request.params.runId, request.body),
   );
 
   app.post(
     '/api/v1/commands/:commandId/ack',
-    { schema: { params: CommandParams, body: AckBody, response: { 200: Command, ...errors } } },
+    {
+      config: RUNNER,
+      schema: { params: CommandParams, body: AckBody, response: { 200: Command, ...errors } },
+    },
     async (request) => ackCommand(ctx, request.params.commandId, request.body.runnerId),
   );
 
   app.patch(
     '/api/v1/commands/:commandId/status',
     {
+      config: RUNNER,
       schema: {
         params: CommandParams,
         body: CommandStatusBody,

@@ -2,7 +2,7 @@ import { CancelBody, Run, RunCreateBody, RunListQuery, RunPage } from '@svc/cont
 import type { Ctx } from '../domain/context.js';
 import { listRuns } from '../domain/run-listing.js';
 import { cancelRun, createRun, getRun } from '../domain/runs.js';
-import { errors, RunParams, type App } from './common.js';
+import { errors, RUNNER, RunParams, type App } from './common.js';
 
 export function runRoutes(app: App, ctx: Ctx): void {
   app.post(
@@ -21,7 +21,8 @@ export function runRoutes(app: App, ctx: Ctx): void {
 
   app.get(
     '/api/v1/runs/:runId',
-    { schema: { params: RunParams, response: { 200: Run, ...errors } } },
+    // A runner may read its own run.
+    { config: RUNNER, schema: { params: RunParams, response: { 200: Run, ...errors } } },
     async (request) => getRun(ctx, request.params.runId),
   );
 

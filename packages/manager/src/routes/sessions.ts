@@ -28,7 +28,7 @@ import {
   refreshStorage,
   type SessionDeps,
 } from '../domain/sessions/sessions.js';
-import { errors, type App } from './common.js';
+import { errors, RUNNER, type App } from './common.js';
 
 const SessionParams = Type.Object({ sessionId: Id }, { additionalProperties: false });
 const ReaderQuery = Type.Object(
@@ -139,6 +139,8 @@ export function sessionRoutes(app: App, ctx: Ctx, deps: SessionDeps & SendDeps):
   app.post(
     '/api/v1/sessions/:sessionId/storage/refresh',
     {
+      // The runner of the session's current run reports what the volume holds after a turn.
+      config: RUNNER,
       schema: {
         params: SessionParams,
         body: StorageRefreshBody,

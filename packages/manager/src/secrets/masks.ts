@@ -24,7 +24,7 @@ export const secretSource = (name: string) => `secret:${name}`;
 export function newManagerRedactor(redactor: Redactor, config: ManagerConfig): Redactor {
   return redactor
     .ignore([...config.tenants, ...BUILTIN_PROFILES, config.serviceId])
-    .register('config:api-keys', [config.apiKey])
+    .register('config:api-keys', [...config.apiKeys])
     .register('config:store-password', [
       config.store.kind === 'postgres' ? connectionStringPassword(config.store.url) : undefined,
     ]);

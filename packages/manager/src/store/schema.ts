@@ -27,6 +27,8 @@ export interface RunsTable {
   message: string | null;
   failure_details: Json | null;
   lease_owner: string | null;
+  /** SHA-256 of the lease token the current owner's claim received. */
+  lease_token_hash: string | null;
   lease_expires_at: Timestamp | null;
   lease_epoch: Generated<number>;
   heartbeat_at: Timestamp | null;
@@ -121,6 +123,8 @@ export interface RunnerJobsTable {
   exit_code: number | null;
   terminal_summary: Json | null;
   manager_instance: string | null;
+  /** SHA-256 of the job's own runner token (never the token). */
+  token_hash: string | null;
   created_at: DefaultTimestamp;
   updated_at: DefaultTimestamp;
   started_at: Timestamp | null;

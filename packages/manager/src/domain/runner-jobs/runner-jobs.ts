@@ -14,6 +14,7 @@ import {
   type WorkReadySummary,
 } from '@svc/contracts';
 import type { Launcher, RunnerJobSpec } from '../../launcher/types.js';
+import { mintRunnerToken, tokenHash } from '../caller-tokens.js';
 import { json } from '../../store/json.js';
 import type { Executor, RunRow } from '../../store/runs.js';
 import { getCommandRow, isTerminalCommand } from '../commands.js';
@@ -134,6 +135,7 @@ export async function createRunnerJob(
         ttl_seconds_after_finished: prepared.spec.ttlSecondsAfterFinished,
         retention: body.retention ?? 'ttl',
         manager_instance: ctx.config.instanceId,
+        token_hash: tokenHash(prepared.spec.managerToken!),
       })
       .returningAll()
       .executeTakeFirstOrThrow();
@@ -194,7 +196,8 @@ async function prepare(
     runnerId: newId('rnr'),
     image,
     managerUrl: deps.managerUrl(),
-    managerToken: ctx.config.apiKey,
+    // The job's own credential: valid for this run's runner routes until the job ends.
+    managerToken: mintRunnerToken(),
     profile: run.backend_profile,
     providerSecret: policy.secretScope.providerCredentials[0]!.secretRef,
     toolCredentials: policy.secretScope.toolCredentials,

@@ -5,6 +5,7 @@ import * as sessions from './0003-sessions.js';
 import * as providerProfiles from './0004-provider-profiles.js';
 import * as queue from './0005-queue.js';
 import * as replyIndex from './0006-reply-index.js';
+import * as callerTokens from './0007-caller-tokens.js';
 import * as sendRequestHash from './0008-send-request-hash.js';
 import * as runListing from './0009-run-listing.js';
 import * as scheduler from './0010-scheduler.js';
@@ -17,6 +18,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0004-provider-profiles': providerProfiles,
   '0005-queue': queue,
   '0006-reply-index': replyIndex,
+  '0007-caller-tokens': callerTokens,
   '0008-send-request-hash': sendRequestHash,
   '0009-run-listing': runListing,
   '0010-scheduler': scheduler,
