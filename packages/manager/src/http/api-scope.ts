@@ -30,7 +30,7 @@ export async function registerApiScope(
     scope.addHook('onRoute', (route) => {
       scoped.add(route);
     });
-    routes(scope as unknown as App);
+    routes(scope);
     // An unknown path under the prefix is answered inside the scope too: without a credential
     // it is a 401 like any other API path, so nothing tells which API routes exist.
     return scope.register(
