@@ -5,7 +5,7 @@ import type { Redactor } from '@svc/contracts';
 import type { ManagerConfig } from './config.js';
 import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
-import { registerApiScope } from './http/api-scope.js';
+import { registerApiScope, type RouteTable } from './http/api-scope.js';
 import { registerConsole } from './http/console.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
@@ -50,6 +50,8 @@ export interface AppDeps {
 export interface BuiltApp {
   app: App;
   ctx: Ctx;
+  /** Every registered route and whether the authenticated scope holds it. */
+  routes: RouteTable;
 }
 
 /** Assemble the HTTP service around an open, migrated store. */
@@ -116,7 +118,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     deploymentMode: deps.config.deploymentMode,
     db: deps.store.db,
   };
-  await registerApiScope(app, auth, (api) => {
+  const routes = await registerApiScope(app, auth, (api) => {
     runRoutes(api, ctx);
     commandRoutes(api, ctx);
     eventRoutes(api, ctx);
@@ -153,5 +155,5 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   });
   registerConsole(app);
   await app.ready();
-  return { app, ctx };
+  return { app, ctx, routes };
 }

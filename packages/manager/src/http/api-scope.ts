@@ -19,7 +19,7 @@ export async function registerApiScope(
   app: App,
   settings: AuthSettings,
   routes: (scope: App) => void,
-): Promise<void> {
+): Promise<RouteTable> {
   const scoped = new Set<RouteOptions>();
   const all: RouteOptions[] = [];
   app.addHook('onRoute', (route) => {
@@ -53,7 +53,27 @@ export async function registerApiScope(
         : undefined,
     );
   });
+  return () =>
+    all.flatMap((r) =>
+      [r.method].flat().map((method) => ({
+        method: String(method),
+        url: r.url,
+        authenticated: scoped.has(r),
+        access: r.config?.access ?? 'operator',
+      })),
+    );
 }
+
+export interface RouteEntry {
+  method: string;
+  url: string;
+  /** Registered inside the authenticated scope. */
+  authenticated: boolean;
+  access: 'operator' | 'runner';
+}
+
+/** Every route registered after the scope was set up (for operators and tests to audit). */
+export type RouteTable = () => RouteEntry[];
 
 /** Case-insensitive, like any client may spell it; the router itself is case-sensitive. */
 const isApiPath = (url: string) => /^\/+api(\/|$)/i.test(url);
