@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import {
+  canary,
   createTestStore,
   ensureTestTag,
   freePort,
@@ -17,6 +18,7 @@ import {
 import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate, runBody } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
+import { findCanariesInTree } from './secret-scan.js';
 
 const skip = (await realPostgresAvailable())
   ? false
@@ -76,10 +78,17 @@ describe('crash recovery', { skip }, () => {
         type: 'turn',
         payload: { prompt: 'x' },
       });
+      const transient = canary('transient-env');
       const job = await post(`/api/v1/runs/${run.runId}/runner-jobs`, {
         commandId: command.commandId,
+        transientEnv: [{ name: 'LAB_TOKEN_HINT', value: transient }],
       });
       assert.equal(job.phase, 'running');
+      // Secret material the stand-in leaves on disk, as a runner killed with its manager would.
+      const jobDir = join(dir, 'jobs', job.jobName);
+      await mkdir(join(jobDir, 'agent-home'), { recursive: true });
+      await writeFile(join(jobDir, 'agent-home', 'auth.json'), JSON.stringify({ key: transient }));
+      assert.equal((await findCanariesInTree(jobDir, [transient])).length, 2);
       const pid = Number(String(job.podIdentity).split(':').at(-1));
       manager.kill('SIGKILL');
       await new Promise((r) => manager.once('exit', r));
@@ -94,6 +103,10 @@ describe('crash recovery', { skip }, () => {
         assert.equal(after.terminalSummary.reason, 'orphaned-by-manager-restart');
         assert.equal(after.terminalSummary.stopped, true);
         await waitFor('the orphan to be stopped', () => !alive(pid), 5000);
+        // The restarted manager removed the job's secret material before it served.
+        assert.deepEqual(await findCanariesInTree(dir, [transient], { skip: ['secrets'] }), []);
+        for (const sub of ['secret', 'agent-home', 'home'])
+          assert.equal(existsSync(join(jobDir, sub)), false, sub);
       } finally {
         manager.kill('SIGTERM');
         await new Promise((r) => manager.once('exit', r));

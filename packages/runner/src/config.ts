@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { EnvReader, type Env } from '@svc/contracts';
 import { assemblyConfigFromEnv, type AssemblyEnvConfig } from './assembly/index.js';
@@ -24,6 +24,8 @@ export interface SessionMount {
 export interface RunnerConfig {
   managerUrl: string;
   managerToken: string | null;
+  /** The per-job Secret's directory; its files are removed once read. */
+  secretDir: string | null;
   runId: string;
   runnerId: string | null;
   attemptId: string | null;
@@ -55,13 +57,21 @@ export interface RunnerConfig {
 export function loadRunnerConfig(env: Env = process.env): RunnerConfig {
   const r = new EnvReader(env);
   const secretDir = r.optional('SVC_SECRET_DIR');
+  // Read once, then removed: the values live on in this process only, not on the job's disk.
   const readSecret = (file: string): string | null => {
     if (!secretDir) return null;
+    let text: string;
     try {
-      return readFileSync(join(secretDir, file), 'utf8');
+      text = readFileSync(join(secretDir, file), 'utf8');
     } catch {
       return null;
     }
+    try {
+      rmSync(join(secretDir, file), { force: true });
+    } catch {
+      // a read-only Secret volume (Kubernetes): it ends with the pod
+    }
+    return text;
   };
   const tokenFile = r.optional('SVC_API_KEY_FILE');
   const managerToken = tokenFile
@@ -91,6 +101,7 @@ export function loadRunnerConfig(env: Env = process.env): RunnerConfig {
   const config: RunnerConfig = {
     managerUrl: managerUrl ?? '',
     managerToken,
+    secretDir: secretDir ?? null,
     runId: runId ?? '',
     runnerId: r.optional('SVC_RUNNER_ID') ?? null,
     attemptId: r.optional('SVC_ATTEMPT_ID') ?? null,

@@ -90,17 +90,13 @@ async function projectOne(
     env[entry.projection.envName] = value;
     return `env:${entry.projection.envName}`;
   }
-  const suffix = entry.projection.mountPath.slice(RUNNER_HOME_IN_POLICY.length).replace(/^\/+/, '');
-  if (
-    !entry.projection.mountPath.startsWith(`${RUNNER_HOME_IN_POLICY}/`) ||
-    suffix.split('/').includes('..')
-  ) {
+  const dir = volumeProjectionDir(entry.projection.mountPath, runnerHome);
+  if (!dir) {
     throw new ServiceError(
       'schema-invalid',
       `tool credential ${entry.tool}: volume mount ${entry.projection.mountPath} is outside the runner home`,
     );
   }
-  const dir = join(runnerHome, suffix);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   for (const key of entry.secretRef.keys) {
     const value = await read(key);
@@ -109,4 +105,12 @@ async function projectOne(
     await chmod(join(dir, key), 0o400); // read-only, like a mounted Secret volume
   }
   return `volume:${dir}`;
+}
+
+/** Where a volume projection's copies go under the runner home; null when outside it. */
+export function volumeProjectionDir(mountPath: string, runnerHome: string): string | null {
+  const suffix = mountPath.slice(RUNNER_HOME_IN_POLICY.length).replace(/^\/+/, '');
+  if (!mountPath.startsWith(`${RUNNER_HOME_IN_POLICY}/`) || suffix.split('/').includes('..'))
+    return null;
+  return join(runnerHome, suffix);
 }

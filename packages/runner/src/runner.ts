@@ -14,6 +14,7 @@ import { LeaseKeeper, RunnerStop } from './lease-keeper.js';
 import { RunnerLog } from './logging.js';
 import { ManagerClient } from './manager-client.js';
 import { RunContext } from './run-context.js';
+import { wipeSecretMaterial } from './secret-cleanup.js';
 import {
   executeInterrupt,
   executeSteer,
@@ -65,7 +66,16 @@ export class Runner {
     this.client = new ManagerClient(config.managerUrl, config.managerToken, config.runId);
   }
 
+  /** Serve the run, then remove its secret material from disk, whatever way serving ended. */
   async run(): Promise<number> {
+    try {
+      return await this.#serve();
+    } finally {
+      wipeSecretMaterial(this.config);
+    }
+  }
+
+  async #serve(): Promise<number> {
     const specs = DEFAULT_BASE_TOOLS.map((tool) => ({
       ...tool,
       required: this.config.requiredTools.includes(tool.name),
@@ -138,6 +148,7 @@ export class Runner {
   /** Immediate stop (the Job is being deleted): kill the agent tree, do not wait. */
   terminate(): void {
     this.#ctx?.agent?.killTree();
+    wipeSecretMaterial(this.config);
   }
 
   async #loop(maxWaitMs: number): Promise<void> {

@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { chmod, mkdir, open, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../logging.js';
+import { endLocalJobs } from './local-cleanup.js';
 import { runnerEnvironment } from './runner-env.js';
 import type { ActiveJob, LaunchResult, Launcher, PhaseListener, RunnerJobSpec } from './types.js';
 
@@ -137,16 +138,29 @@ export class LocalLauncher implements Launcher {
     const entry: Child = { process: child, cancelled: false, exited: Promise.resolve() };
     entry.exited = new Promise<void>((resolve) => {
       child.once('exit', (code, signal) => {
-        this.#children.delete(spec.jobName);
-        // The per-job Secret lives as long as the job.
-        void rm(paths.secret, { recursive: true, force: true }).catch(() => undefined);
         const phase = entry.cancelled ? 'cancelled' : code === 0 ? 'succeeded' : 'failed';
-        this.#listener({
-          jobName: spec.jobName,
-          phase,
-          exitCode: code,
-          summary: { exitCode: code, signal, ...(entry.cancelled ? { reason: 'cancelled' } : {}) },
-        })
+        // Secret material lives as long as the job: its leftovers and files go before the
+        // phase is recorded, so a terminal job never has any on disk.
+        endLocalJobs([paths.dir])
+          .catch((error: unknown) =>
+            this.options.logger.warn(
+              { jobName: spec.jobName, err: String(error) },
+              'removing a job’s secret material failed',
+            ),
+          )
+          .then(() => {
+            this.#children.delete(spec.jobName);
+            return this.#listener({
+              jobName: spec.jobName,
+              phase,
+              exitCode: code,
+              summary: {
+                exitCode: code,
+                signal,
+                ...(entry.cancelled ? { reason: 'cancelled' } : {}),
+              },
+            });
+          })
           .catch((error: unknown) =>
             this.options.logger.warn(
               { jobName: spec.jobName, err: String(error) },
@@ -172,12 +186,22 @@ export class LocalLauncher implements Launcher {
 
   async start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
     this.#listener = listener;
+    // Jobs do not outlive a manager: whatever an earlier one left (jobs that ended or were
+    // killed while it was down) loses its processes and secret material before we serve.
+    const stopped: Array<{ job: ActiveJob; alive: boolean }> = [];
     for (const job of active) {
       if (this.#children.has(job.jobName)) continue;
       // A job of an earlier manager process: stop it if it still runs, and say what happened.
       const pid = Number(job.podIdentity?.split(':').at(-1));
       const alive = Number.isInteger(pid) && pid > 0 && isOurRunner(pid, job.jobName);
       if (alive) killGroup(pid, 'SIGKILL');
+      stopped.push({ job, alive });
+    }
+    const dirs = (await readdir(this.options.jobsRoot).catch(() => [] as string[]))
+      .filter((name) => !this.#children.has(name))
+      .map((name) => join(this.options.jobsRoot, name));
+    await endLocalJobs(dirs);
+    for (const { job, alive } of stopped) {
       await listener({
         jobName: job.jobName,
         phase: 'failed',
