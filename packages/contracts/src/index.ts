@@ -19,6 +19,7 @@ export * from './hashing.js';
 export * from './env.js';
 export * from './client.js';
 export * from './logging.js';
+export * from './repo-address.js';
 export * from './schemas/common.js';
 export * from './schemas/runs.js';
 export * from './schemas/run-listing.js';

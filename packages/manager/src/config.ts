@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import {
   APPROVAL_LEVELS,
   EnvReader,
+  parseOperatorPrefix,
   NETWORK_LEVELS,
   RESULT_AGGREGATION_CAP,
   SANDBOX_LEVELS,
@@ -57,6 +58,8 @@ export interface ManagerConfig {
   bodyLimitBytes: number;
   /** How often every controlled Secret is read again into the masks (changes made elsewhere). */
   maskRefreshMs: number;
+  /** URL prefixes (a local mirror) a repository address may use beyond the network schemes. */
+  repoUrlPrefixes: string[];
   policy: PolicyLimits;
   profiles: ProfileSettings;
   logLevel: string;
@@ -182,6 +185,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       max: 64 * 1024 * 1024,
     }),
     maskRefreshMs: r.int('SVC_MASK_REFRESH_MS', 60_000, { min: 1000 }),
+    repoUrlPrefixes: repoUrlPrefixes(r),
     policy,
     profiles: profileSettings(r),
     logLevel: r.oneOf('LOG_LEVEL', LOG_LEVELS, 'info'),
@@ -275,6 +279,19 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
   checkKubernetes(r, config);
   r.done();
   return config;
+}
+
+function repoUrlPrefixes(r: EnvReader): string[] {
+  const prefixes: string[] = [];
+  for (const item of r.list('SVC_REPO_URL_ALLOW_PREFIXES', [])) {
+    const prefix = parseOperatorPrefix(item);
+    if (prefix) prefixes.push(prefix);
+    else
+      r.fail(
+        `SVC_REPO_URL_ALLOW_PREFIXES: ${JSON.stringify(item)} is not a canonical URL ending in /`,
+      );
+  }
+  return prefixes;
 }
 
 /**

@@ -83,6 +83,7 @@ export async function startManager(
       defaultImage: config.runnerJobs.defaultImage,
       allowlist: config.runnerJobs.imageAllowlist,
       catalog: loadCatalog(config.runnerJobs.imageCatalogPath ?? undefined),
+      repoUrlPrefixes: config.repoUrlPrefixes,
     },
     managerUrl: () => config.publicUrl ?? listeningUrl,
     runnerEnv: () => ({

@@ -71,7 +71,8 @@ before(async () => {
   commit = git(work, 'rev-parse', 'HEAD');
   git(repoDir, 'clone', '-q', '--bare', work, 'bundle.git');
   repoUrl = `file://${join(repoDir, 'bundle.git')}`;
-  e = await startE2E();
+  // The test repository is a local path: an operator-listed mirror prefix, as callers may not name file://.
+  e = await startE2E({ env: { SVC_REPO_URL_ALLOW_PREFIXES: `file://${repoDir}/` } });
   await e.t.manager.secrets.put('svc-v01-tool-labtool', { token: Buffer.from(toolSecret) });
 });
 after(async () => {

@@ -72,6 +72,8 @@ before(async () => {
       'prompts/escape.md': { symlink: '/etc/hostname' },
       'app-link': { symlink: forbidden },
       'etc-link': { symlink: '/etc' },
+      'gitlinks/hooks': { symlink: '../.git/hooks' },
+      'gitlinks/repo': { symlink: '../.git' },
     },
     'hostile',
   );
@@ -228,6 +230,26 @@ describe('path refusals', () => {
       /etc-link\/evil.*symlink escape/,
     ],
     ['source and target overlapping', { subpath: '.', target_path: 'nested/copy' }, /overlap/],
+    [
+      'target_path into .git',
+      { subpath: 'shared/ok.txt', target_path: '.git/hooks/pre-commit' },
+      /target_path.*\.git/,
+    ],
+    [
+      'target_path into .git spelled in capitals',
+      { subpath: 'shared/ok.txt', target_path: 'x/../.GIT/config' },
+      /target_path/,
+    ],
+    [
+      'target through a committed symlink into .git/hooks',
+      { subpath: 'shared/ok.txt', target_path: 'gitlinks/hooks/pre-commit' },
+      /gitlinks\/hooks\/pre-commit.*\.git/,
+    ],
+    [
+      'target through a committed symlink onto .git',
+      { subpath: 'shared', target_path: 'gitlinks/repo/info' },
+      /gitlinks\/repo\/info.*\.git/,
+    ],
     ['missing subpath', { subpath: 'no/such/thing', target_path: 'x' }, /does not exist/],
   ];
   for (const [label, item, pattern] of cases) {
@@ -295,7 +317,9 @@ describe('path refusals', () => {
 /** Lexical refusals happen while the reference is re-checked; the rest while copying. */
 function pathStep(item: Record<string, string>): string {
   const lexical = [item['subpath'], item['target_path']].some(
-    (p) => p?.startsWith('/') || p?.split('/').includes('..'),
+    (p) =>
+      p?.startsWith('/') ||
+      p?.split('/').some((part) => part === '..' || part.toLowerCase() === '.git'),
   );
   return lexical ? 'validate' : 'copy-bundles';
 }

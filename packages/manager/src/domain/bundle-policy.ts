@@ -1,15 +1,21 @@
 import {
+  checkDockerfilePath,
+  checkRelativePath,
+  checkRepoAddress,
   SECRET_NAMESPACE,
   ServiceError,
   TOOL_SECRET_PREFIX,
+  type BackendImageRef,
   type ResourceBundleRef,
+  type WorkspaceRef,
 } from '@svc/contracts';
 
 /**
- * Shape rules of a `gitbundle` reference that the schema cannot say: paths stay relative and
- * inside their root, and the fetch credential is a controlled Secret reference.
+ * Shape rules of a `gitbundle` reference that the schema cannot say: network repositories,
+ * paths relative, inside their root and out of `.git`, and the fetch credential a controlled
+ * Secret reference.
  */
-export function checkResourceBundle(ref: ResourceBundleRef): void {
+function checkResourceBundle(ref: ResourceBundleRef, prefixes: readonly string[]): void {
   (ref.bundles ?? []).forEach((bundle, i) => {
     checkRelativePath(bundle.subpath, `resourceBundleRef.bundles[${i}].subpath`, {
       allowDot: true,
@@ -49,54 +55,25 @@ export function checkResourceBundle(ref: ResourceBundleRef): void {
       );
     }
   }
-  checkRepoUrl(ref.repoUrl, 'resourceBundleRef.repoUrl');
+  checkRepoAddress(ref.repoUrl, 'resourceBundleRef.repoUrl', prefixes);
   (ref.bundles ?? []).forEach(
-    (b, i) => b.repoUrl && checkRepoUrl(b.repoUrl, `resourceBundleRef.bundles[${i}].repoUrl`),
+    (b, i) =>
+      b.repoUrl && checkRepoAddress(b.repoUrl, `resourceBundleRef.bundles[${i}].repoUrl`, prefixes),
   );
 }
 
-/** Relative, no `..`, no absolute path, no backslash tricks. */
-export function checkRelativePath(
-  path: string,
-  field: string,
-  options: { allowDot: boolean },
+/** The repository addresses of a run (its workspace and its bundle) a caller may name. */
+export function checkRunSources(
+  body: { workspaceRef: WorkspaceRef; resourceBundleRef?: ResourceBundleRef | null | undefined },
+  prefixes: readonly string[],
 ): void {
-  const parts = path.split('/');
-  const bad =
-    path.startsWith('/') ||
-    path.includes('\\') ||
-    parts.includes('..') ||
-    (!options.allowDot && path === '.') ||
-    /^[A-Za-z]:/.test(path);
-  if (bad)
-    throw new ServiceError(
-      'schema-invalid',
-      `${field} must be a relative path inside its root with no '..' (got ${JSON.stringify(path)})`,
-      { field },
-    );
+  if (body.workspaceRef.kind === 'git' && body.workspaceRef.repoUrl !== undefined)
+    checkRepoAddress(body.workspaceRef.repoUrl, 'workspaceRef.repoUrl', prefixes);
+  if (body.resourceBundleRef) checkResourceBundle(body.resourceBundleRef, prefixes);
 }
 
-/** Repository URLs carry no credentials: those travel only through credentialRef. */
-function checkRepoUrl(raw: string, field: string): void {
-  if (/^[\w.-]+@[\w.-]+:/.test(raw)) return; // scp-like ssh form
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new ServiceError('schema-invalid', `${field} is not a repository URL`, { field });
-  }
-  if (!['https:', 'http:', 'ssh:', 'git:', 'file:'].includes(url.protocol)) {
-    throw new ServiceError(
-      'schema-invalid',
-      `${field} uses an unsupported scheme ${url.protocol}`,
-      { field },
-    );
-  }
-  if (url.username || url.password) {
-    throw new ServiceError(
-      'schema-invalid',
-      `${field} must not embed credentials; use resourceBundleRef.credentialRef`,
-      { field },
-    );
-  }
+/** An environment specification: a network repository and a Dockerfile inside it. */
+export function checkBackendImageRef(ref: BackendImageRef, prefixes: readonly string[]): void {
+  checkRepoAddress(ref.source.repoUrl, 'backendImageRef.source.repoUrl', prefixes);
+  checkDockerfilePath(ref.source.dockerfilePath, 'backendImageRef.source.dockerfilePath');
 }

@@ -9,7 +9,7 @@ import {
 import { json } from '../store/json.js';
 import { dbNow, findRun, insertRun, lockRun, type RunRow, type Tx } from '../store/runs.js';
 import { nonTerminalCommands, updateCommand } from '../store/commands.js';
-import { checkResourceBundle } from './bundle-policy.js';
+import { checkRunSources } from './bundle-policy.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
 import { toRun } from './records.js';
@@ -24,7 +24,7 @@ export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
   const profile = resolveProfile(body);
   checkProjectBoundary(body, ctx.config.tenants);
   const executionPolicy = completeExecutionPolicy(body.executionPolicy, profile, ctx.config.policy);
-  if (body.resourceBundleRef) checkResourceBundle(body.resourceBundleRef);
+  checkRunSources(body, ctx.config.repoUrlPrefixes);
   await ctx.hooks.assertProfileUsable(profile);
   const sessionRef =
     body.sessionRef && ctx.hooks.completeSessionRef

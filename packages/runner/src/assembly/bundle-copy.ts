@@ -1,8 +1,8 @@
 import { chmod, copyFile, lstat, mkdir, rename, rm, unlink } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { dirname, join } from 'node:path';
-import { ServiceError } from '@svc/contracts';
+import { dirname, join, relative } from 'node:path';
+import { reachesGitDir, ServiceError } from '@svc/contracts';
 import {
   assertRealInside,
   forbiddenOverlap,
@@ -131,7 +131,16 @@ async function checkTarget(request: CopyRequest, target: string): Promise<string
       { field, path: request.targetPath, forbiddenRoot: hit },
     );
   }
-  return assertRealInside(request.workspaceRoot, target, field, request.targetPath);
+  const real = await assertRealInside(request.workspaceRoot, target, field, request.targetPath);
+  // A symlink committed into the workspace (`hooks -> .git/hooks`) must not land a copy there.
+  if (reachesGitDir(relative(await realpathOfExisting(request.workspaceRoot), real))) {
+    throw new ServiceError(
+      'schema-invalid',
+      `${field} ${JSON.stringify(request.targetPath)} resolves into .git`,
+      { field, path: request.targetPath },
+    );
+  }
+  return real;
 }
 
 /** mkdir -p, refusing when the real location of the directory leaves the workspace. */
@@ -141,6 +150,7 @@ async function safeMkdir(request: CopyRequest, dir: string): Promise<void> {
   const real = await realpathOfExisting(dir);
   if (
     !isInside(request.workspaceRoot, real) ||
+    reachesGitDir(relative(request.workspaceRoot, real)) ||
     (await forbiddenOverlap(real, request.forbiddenRoots))
   ) {
     throw new ServiceError('schema-invalid', `${field} ${shown} resolves outside the workspace`, {

@@ -1,6 +1,6 @@
-import { lstat, mkdir, realpath } from 'node:fs/promises';
+import { lstat, mkdir, readlink, realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
-import { ServiceError } from '@svc/contracts';
+import { checkRelativePath, ServiceError } from '@svc/contracts';
 
 /**
  * Path safety for everything assembly writes or reads. Request-supplied paths are relative and
@@ -17,24 +17,12 @@ export function isInside(parent: string, child: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
 }
 
-/** Refuse anything but a plain relative path: no `..`, no absolute path, no backslash, no NUL. */
+/**
+ * Refuse anything but a plain relative path: no `..`, no absolute path, no backslash, no
+ * control character, no `.git` segment. The same rule the manager applied at the API.
+ */
 export function checkRelative(path: string, field: string, options: { allowDot?: boolean } = {}) {
-  const parts = path.split('/');
-  const bad =
-    path === '' ||
-    path.startsWith('/') ||
-    path.includes('\\') ||
-    path.includes('\0') ||
-    /^[A-Za-z]:/.test(path) ||
-    parts.includes('..') ||
-    (!options.allowDot && normalizeRelative(path) === '.');
-  if (bad) {
-    throw new ServiceError(
-      'schema-invalid',
-      `${field} must be a relative path inside its root with no '..' (got ${JSON.stringify(path)})`,
-      { field, path },
-    );
-  }
+  checkRelativePath(path, field, options);
 }
 
 /** `a//b/./c/` -> `a/b/c`; `.` for the root itself. */
@@ -62,12 +50,18 @@ export function resolveInside(
 export async function realpathOfExisting(abs: string): Promise<string> {
   let current = abs;
   const tail: string[] = [];
-  for (;;) {
+  for (let links = 0; ;) {
     try {
       const real = await realpath(current);
       return tail.length === 0 ? real : join(real, ...tail.reverse());
     } catch (error) {
       if (!isMissing(error)) throw infra(`cannot resolve ${current}`, error);
+      // A dangling symlink still says where a write through it would land: follow it.
+      const link = await readlink(current).catch(() => null);
+      if (link !== null && links++ < 40) {
+        current = resolve(dirname(current), link);
+        continue;
+      }
       const parent = dirname(current);
       if (parent === current) return abs;
       tail.push(basename(current));

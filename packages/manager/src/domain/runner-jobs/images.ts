@@ -19,6 +19,8 @@ export interface ImagePolicy {
   defaultImage: string;
   allowlist: readonly string[];
   catalog: readonly CatalogEntry[];
+  /** Operator-listed repository URL prefixes (a local mirror) a source may use. */
+  repoUrlPrefixes?: readonly string[];
 }
 
 export function loadCatalog(path: string | undefined): CatalogEntry[] {

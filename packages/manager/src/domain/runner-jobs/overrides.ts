@@ -1,4 +1,5 @@
 import type { BackendImageRef, ImageSummary, RunBase } from '@svc/contracts';
+import { checkBackendImageRef } from '../bundle-policy.js';
 import { resolveImage, type ImagePolicy } from './images.js';
 import { checkTransientEnv, platformEndpointDefaults, type EnvEntry } from './transient-env.js';
 
@@ -24,6 +25,9 @@ export function checkJobOverrides(
 ): { image: ImageSummary; defaults: EnvEntry[] } {
   const entries = overrides.transientEnv ?? [];
   checkTransientEnv(entries);
+  // Shape before catalog: a Dockerfile outside its context is schema-invalid, not build-required.
+  if (overrides.backendImageRef)
+    checkBackendImageRef(overrides.backendImageRef, images.repoUrlPrefixes ?? []);
   const image = resolveImage(images, overrides.image, overrides.backendImageRef);
   return { image, defaults: platformEndpointDefaults(entries, tools, platformDefaults) };
 }

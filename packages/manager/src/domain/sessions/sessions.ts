@@ -18,7 +18,7 @@ import { sessionPvcName } from '../../sessions/volumes.js';
 import { json } from '../../store/json.js';
 import { findCommand } from '../../store/commands.js';
 import { findRun, type Executor } from '../../store/runs.js';
-import { checkResourceBundle } from '../bundle-policy.js';
+import { checkRunSources } from '../bundle-policy.js';
 import { cancelCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
 import { livenessOf } from '../liveness-of.js';
@@ -67,7 +67,7 @@ export function checkRunBase(
   };
   checkProjectBoundary(asRun, ctx.config.tenants);
   completeExecutionPolicy(runBase.executionPolicy, profile, ctx.config.policy);
-  if (runBase.resourceBundleRef) checkResourceBundle(runBase.resourceBundleRef);
+  checkRunSources(runBase, ctx.config.repoUrlPrefixes);
 }
 
 /**
