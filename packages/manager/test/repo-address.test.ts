@@ -48,8 +48,8 @@ const REFUSED_REPOS = [
 ];
 const ACCEPTED_REPOS = [
   'https://git.example/org/repo.git',
+  'ssh://git.example/org/repo.git',
   'http://127.0.0.1:9418/org/repo.git',
-  'ssh://git@git.example/org/repo.git',
   'git://git.example/org/repo.git',
   'git@github.com:acme/repo.git',
   `${MIRROR}acme/repo.git`,
