@@ -115,7 +115,7 @@ export async function startManager(
     .where('phase', 'in', ['pending', 'starting', 'running'])
     .execute();
   await launcher.start(
-    (update) => recordPhase({ db: store.db }, update),
+    (update) => recordPhase(built.ctx, update),
     active.map((j) => ({
       jobName: j.job_name,
       phase: j.phase as RunnerJobPhase,

@@ -24,6 +24,7 @@ import { getRunRow, isTerminalRun, lockRunOrThrow } from '../runs.js';
 import type { ImagePolicy } from './images.js';
 import { checkJobOverrides } from './overrides.js';
 import { pollingPaths, toRunnerJob, type RunnerJobRow } from './records.js';
+import { failUnclaimedCommand } from './unclaimed.js';
 import { hashedEntries, platformEndpointDefaults, transientEnvSummary } from './transient-env.js';
 
 export interface RunnerJobDeps {
@@ -380,9 +381,12 @@ export function stopJobsOfCancelledRun(
   timer.unref();
 }
 
-/** A launcher reports a phase change: terminal phases are final. */
+/**
+ * A launcher reports a phase change: terminal phases are final. A job that ended before its
+ * runner claimed the run fails its command at once (see unclaimed.ts).
+ */
 export async function recordPhase(
-  ctx: Pick<Ctx, 'db'>,
+  ctx: Ctx,
   update: {
     jobName: string;
     phase: RunnerJobPhase;
@@ -391,7 +395,7 @@ export async function recordPhase(
   },
 ): Promise<void> {
   const terminal = (TERMINAL_JOB_PHASES as readonly string[]).includes(update.phase);
-  await ctx.db
+  const row = await ctx.db
     .updateTable('runner_jobs')
     .set({
       phase: update.phase,
@@ -402,5 +406,7 @@ export async function recordPhase(
     } as never)
     .where('job_name', '=', update.jobName)
     .where('phase', 'not in', TERMINAL_JOB_PHASES as RunnerJobPhase[])
-    .execute();
+    .returningAll()
+    .executeTakeFirst();
+  if (row && terminal) await failUnclaimedCommand(ctx, row);
 }
