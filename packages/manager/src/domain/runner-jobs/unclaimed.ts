@@ -77,7 +77,7 @@ function describe(summary: Record<string, unknown>): string {
   const parts: string[] = [];
   for (const key of ['reason', 'message', 'exitCode', 'signal']) {
     const value = summary[key];
-    if (value !== null && value !== undefined && typeof value !== 'object')
+    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean')
       parts.push(`${key} ${String(value)}`);
   }
   const condition = summary['condition'] as Record<string, unknown> | null | undefined;
