@@ -66,6 +66,10 @@ export const FAILURE_KINDS = {
     httpStatus: 413,
     meaning: 'a prompt or the assembled prompts exceed the size cap',
   },
+  'capacity-exceeded': {
+    httpStatus: 429,
+    meaning: 'this process already holds its limit of open event streams; retry later',
+  },
   'secret-unavailable': {
     httpStatus: 424,
     meaning: 'matching provider or tool Secret missing; no profile fallback',

@@ -15,6 +15,10 @@ import { backendRoutes } from './routes/backends.js';
 import { commandRoutes } from './routes/commands.js';
 import type { App } from './routes/common.js';
 import { eventRoutes } from './routes/events.js';
+import { eventStreamRoutes } from './routes/event-stream.js';
+import { metricsRoutes } from './routes/metrics.js';
+import { registerHttpMetrics } from './metrics/http.js';
+import { StoreGauges } from './metrics/store-gauges.js';
 import { healthRoutes } from './routes/health.js';
 import { runnerRoutes } from './routes/runner.js';
 import { runRoutes } from './routes/runs.js';
@@ -52,6 +56,7 @@ export interface BuiltApp {
   ctx: Ctx;
   /** Every registered route and whether the authenticated scope holds it. */
   routes: RouteTable;
+  storeGauges: StoreGauges;
 }
 
 /** Assemble the HTTP service around an open, migrated store. */
@@ -73,6 +78,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  registerHttpMetrics(app);
   registerValidation(app);
   registerBodyParsing(app, deps.redactor);
   registerErrorHandling(app);
@@ -118,10 +124,18 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     deploymentMode: deps.config.deploymentMode,
     db: deps.store.db,
   };
+  const storeGauges = new StoreGauges(
+    deps.store.db,
+    deps.config.metricsCountsMaxAgeMs,
+    () => deps.store.poolStats(),
+    (error) => deps.logger.warn({ err: error }, 'store counts for metrics failed'),
+  );
   const routes = await registerApiScope(app, auth, (api) => {
+    metricsRoutes(api, storeGauges);
     runRoutes(api, ctx);
     commandRoutes(api, ctx);
     eventRoutes(api, ctx);
+    eventStreamRoutes(api, ctx);
     runnerRoutes(api, ctx);
     backendRoutes(api, ctx, deps.secrets);
     runnerJobRoutes(api, ctx, deps.runnerJobs);
@@ -154,6 +168,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       }),
   });
   registerConsole(app);
+  app.addHook('onClose', () => storeGauges.close());
   await app.ready();
-  return { app, ctx, routes };
+  return { app, ctx, routes, storeGauges };
 }

@@ -121,6 +121,21 @@ export interface ManagerConfig {
     rolloutSubdir: string;
   };
   build: { version: string; commit: string; builtAt: string | null };
+  /** Clients watching runs: long-poll waits and event streams (docs/operator-surface.md). */
+  watch: {
+    /** Longest a client's `waitMs` is honoured; a longer wait ends early with what exists. */
+    waitMaxMs: number;
+    /** Open long-polls and streams per process; past it a long-poll answers at once, a stream is refused. */
+    maxWaiters: number;
+    maxStreams: number;
+    streamHeartbeatMs: number;
+    /** A stream closes after this long; the browser reconnects with Last-Event-ID. */
+    streamMaxMs: number;
+  };
+  /** Per-state store counts on /metrics are refreshed when older than this (never per scrape). */
+  metricsCountsMaxAgeMs: number;
+  /** `pretty` (coloured lines) or `json`; default: pretty on a terminal, json otherwise. */
+  logFormat: 'pretty' | 'json';
   scheduler: SchedulerSettings;
 }
 
@@ -271,6 +286,19 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       builtAt: r.optional('SVC_BUILD_TIME') ?? null,
     },
     scheduler: schedulerSettings(r),
+    watch: {
+      waitMaxMs: r.int('SVC_CLIENT_WAIT_MAX_MS', 30_000, { min: 0, max: 300_000 }),
+      maxWaiters: r.int('SVC_MAX_LONG_POLLS', 1000, { min: 0 }),
+      maxStreams: r.int('SVC_MAX_STREAMS', 200, { min: 0 }),
+      streamHeartbeatMs: r.int('SVC_STREAM_HEARTBEAT_MS', 15_000, { min: 100, max: 300_000 }),
+      streamMaxMs: r.int('SVC_STREAM_MAX_MS', 15 * 60_000, { min: 1000 }),
+    },
+    metricsCountsMaxAgeMs: r.int('SVC_METRICS_COUNTS_MAX_AGE_MS', 15_000, { min: 0 }),
+    logFormat: r.oneOf(
+      'LOG_FORMAT',
+      ['pretty', 'json'] as const,
+      process.stdout.isTTY ? 'pretty' : 'json',
+    ),
   };
   if (config.heartbeatIntervalMs >= config.leaseTtlMs) {
     r.fail('SVC_HEARTBEAT_INTERVAL_MS must be shorter than SVC_LEASE_TTL_MS');

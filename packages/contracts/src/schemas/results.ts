@@ -111,11 +111,26 @@ export type ResultEnvelope = Static<typeof ResultEnvelope>;
 
 export const RESULT_AGGREGATION_CAP = 50_000;
 
+/** How long a client may ask to wait for a change; the server may end a wait sooner. */
+export const WaitMs = Type.Integer({
+  minimum: 0,
+  maximum: 300_000,
+  description:
+    'wait up to this many milliseconds for a change (capped by the server, default SVC_CLIENT_WAIT_MAX_MS 30,000)',
+});
+
 export const ResultQuery = Type.Object(
   {
     commandId: Type.Optional(Type.String({ maxLength: 100 })),
     afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Wait until the result is terminal, or this many milliseconds. */
+    waitMs: Type.Optional(WaitMs),
   },
   { additionalProperties: false },
 );
 export type ResultQuery = Static<typeof ResultQuery>;
+
+export const CommandResultQuery = Type.Object(
+  { waitMs: Type.Optional(WaitMs) },
+  { additionalProperties: false },
+);

@@ -21,6 +21,7 @@ import {
 import { json } from '../store/json.js';
 import type { Executor, RunRow, Tx } from '../store/runs.js';
 import { runWakeKey } from '../store/wakeups.js';
+import { commandsCreated } from '../metrics/registry.js';
 import { checkCommandPayload } from './command-payload.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
@@ -104,7 +105,10 @@ export async function createCommand(
     if (latest === row.command_id) await ctx.hooks.afterCommand?.(trx, run, row);
     return { row, created: true };
   });
-  if (result.created) await ctx.wakeups.publish(runWakeKey(runId));
+  if (result.created) {
+    commandsCreated.inc({ type: result.row.type });
+    await ctx.wakeups.publish(runWakeKey(runId));
+  }
   return { command: toCommand(result.row), created: result.created };
 }
 

@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import { existingKeys, insertEvents, type NewEvent } from '../store/events.js';
 import type { RunRow, Tx } from '../store/runs.js';
+import { eventsWakeKey, wakeOnCommit } from '../store/wakeups.js';
+import { eventsAppended } from '../metrics/registry.js';
 
 export interface Written {
   key: string | null;
@@ -42,6 +44,9 @@ export async function writeEvents(
     .where('run_id', '=', run.run_id)
     .execute();
   await countPerCommand(trx, fresh, run.last_seq + 1);
+  await wakeOnCommit(trx, eventsWakeKey(run.run_id));
+  // Counted before the commit: a rolled-back append may be counted, which a rate tolerates.
+  eventsAppended.inc(fresh.length);
   run.last_seq = lastSeq; // the caller's row stays current for further writes in this transaction
   return { written, lastSeq };
 }

@@ -22,6 +22,7 @@ import {
 import { iso, isoRequired, json } from '../store/json.js';
 import { dbNow, findRun, type Executor, type RunRow } from '../store/runs.js';
 import { runWakeKey } from '../store/wakeups.js';
+import { leaseClaims, leaseExpiries, leaseTakeovers } from '../metrics/registry.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
 import { assertLeaseOwner } from './lease-checks.js';
@@ -151,6 +152,7 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
   });
 
   if ('conflict' in outcome) {
+    leaseClaims.inc({ outcome: 'conflict' });
     const run = outcome.conflict;
     const expiresAt = run.lease_expires_at ? new Date(run.lease_expires_at) : null;
     throw new ServiceError(
@@ -164,6 +166,9 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
     );
   }
   const run = outcome.granted;
+  leaseClaims.inc({ outcome: 'granted' });
+  // Another runner's lease is only ever taken once it expired.
+  if (outcome.previousOwner !== null) (leaseExpiries.inc(), leaseTakeovers.inc());
   return {
     run: toRun(run, outcome.now),
     lease: leaseGrant(run, ttl),

@@ -15,6 +15,7 @@ import { managerEvent, writeEvents } from './event-log.js';
 import { toRun } from './records.js';
 import { checkProjectBoundary, completeExecutionPolicy, resolveProfile } from './run-policy.js';
 import { runWakeKey } from '../store/wakeups.js';
+import { runsCreated } from '../metrics/registry.js';
 
 export const isTerminalRun = (state: string) =>
   (TERMINAL_RUN_STATES as readonly string[]).includes(state);
@@ -46,6 +47,7 @@ export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
     metadata: json(body.metadata ?? {}),
     state: 'pending',
   });
+  runsCreated.inc();
   return toRun(row, new Date());
 }
 

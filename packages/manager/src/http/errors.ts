@@ -25,7 +25,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       request.log.error({ err: error }, 'request failed');
     } else {
       request.log.warn(
-        { failureKind: failure.failureKind, msg: failure.message },
+        { failureKind: failure.failureKind, reason: failure.message },
         'request refused',
       );
     }

@@ -1,8 +1,21 @@
-import { CancelBody, Command, CommandCreateBody, ResultEnvelope } from '@svc/contracts';
+import {
+  CancelBody,
+  Command,
+  CommandCreateBody,
+  CommandResultQuery,
+  ResultEnvelope,
+} from '@svc/contracts';
 import { cancelCommand, createCommand, getCommand } from '../domain/commands.js';
 import type { Ctx } from '../domain/context.js';
-import { buildResult } from '../domain/results.js';
-import { CommandParams, errors, RunCommandParams, RunParams, type App } from './common.js';
+import { waitForResult } from '../domain/waits.js';
+import {
+  clientGone,
+  CommandParams,
+  errors,
+  RunCommandParams,
+  RunParams,
+  type App,
+} from './common.js';
 
 export function commandRoutes(app: App, ctx: Ctx): void {
   app.post(
@@ -29,9 +42,20 @@ export function commandRoutes(app: App, ctx: Ctx): void {
 
   app.get(
     '/api/v1/runs/:runId/commands/:commandId/result',
-    { schema: { params: RunCommandParams, response: { 200: ResultEnvelope, ...errors } } },
+    {
+      schema: {
+        params: RunCommandParams,
+        querystring: CommandResultQuery,
+        response: { 200: ResultEnvelope, ...errors },
+      },
+    },
     async (request) =>
-      buildResult(ctx, request.params.runId, { commandId: request.params.commandId }),
+      waitForResult(
+        ctx,
+        request.params.runId,
+        { commandId: request.params.commandId, waitMs: request.query.waitMs ?? 0 },
+        clientGone(request),
+      ),
   );
 
   app.post(

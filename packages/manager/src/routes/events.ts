@@ -7,16 +7,19 @@ import {
   EVENTS_PAGE_MAX,
   ResultEnvelope,
   ResultQuery,
+  WaitMs,
 } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
-import { appendEvents, listEvents } from '../domain/events.js';
-import { buildResult } from '../domain/results.js';
-import { errors, RUNNER, RunParams, type App } from './common.js';
+import { appendEvents } from '../domain/events.js';
+import { waitForEvents, waitForResult } from '../domain/waits.js';
+import { clientGone, errors, RUNNER, RunParams, type App } from './common.js';
 
 const EventsQuery = Type.Object(
   {
     afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: EVENTS_PAGE_MAX })),
+    /** Wait for the first event after afterSeq (answers at once when one exists). */
+    waitMs: Type.Optional(WaitMs),
   },
   { additionalProperties: false },
 );
@@ -32,11 +35,15 @@ export function eventRoutes(app: App, ctx: Ctx): void {
       },
     },
     async (request) =>
-      listEvents(
+      waitForEvents(
         ctx,
         request.params.runId,
-        request.query.afterSeq ?? 0,
-        request.query.limit ?? EVENTS_PAGE_DEFAULT,
+        {
+          afterSeq: request.query.afterSeq ?? 0,
+          limit: request.query.limit ?? EVENTS_PAGE_DEFAULT,
+          waitMs: request.query.waitMs ?? 0,
+        },
+        clientGone(request),
       ),
   );
 
@@ -64,9 +71,15 @@ export function eventRoutes(app: App, ctx: Ctx): void {
       },
     },
     async (request) =>
-      buildResult(ctx, request.params.runId, {
-        ...(request.query.commandId ? { commandId: request.query.commandId } : {}),
-        ...(request.query.afterSeq !== undefined ? { afterSeq: request.query.afterSeq } : {}),
-      }),
+      waitForResult(
+        ctx,
+        request.params.runId,
+        {
+          ...(request.query.commandId ? { commandId: request.query.commandId } : {}),
+          ...(request.query.afterSeq !== undefined ? { afterSeq: request.query.afterSeq } : {}),
+          waitMs: request.query.waitMs ?? 0,
+        },
+        clientGone(request),
+      ),
   );
 }

@@ -17,6 +17,7 @@ import { ackCommand, reportCommandStatus } from '../domain/commands.js';
 import type { Ctx } from '../domain/context.js';
 import { reportRunStatus } from '../domain/run-status.js';
 import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runners.js';
+import { openWaits } from '../metrics/registry.js';
 import { clientGone, CommandParams, errors, RUNNER, RunParams, type App } from './common.js';
 
 /**
@@ -42,10 +43,13 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
     async (request) => claimRun(ctx, request.params.runId, request.body),
   );
 
+  // Heartbeats and polls come every few seconds from every runner: their request lines are
+  // debug, so an operator's info log shows what changed rather than who is still alive.
   app.patch(
     '/api/v1/runs/:runId/lease',
     {
       config: RUNNER,
+      logLevel: 'debug',
       schema: { params: RunParams, body: LeaseBody, response: { 200: LeaseResponse, ...errors } },
     },
     async (request) => heartbeat(ctx, request.params.runId, request.body),
@@ -55,13 +59,22 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
     '/api/v1/runs/:runId/commands',
     {
       config: RUNNER,
+      logLevel: 'debug',
       schema: {
         params: RunParams,
         querystring: PollQuery,
         response: { 200: PollResponse, ...errors },
       },
     },
-    async (request) => pollCommands(ctx, request.params.runId, request.query, clientGone(request)),
+    async (request) => {
+      const waiting = (request.query.waitMs ?? 0) > 0;
+      if (waiting) openWaits.inc({ kind: 'runner' });
+      try {
+        return await pollCommands(ctx, request.params.runId, request.query, clientGone(request));
+      } finally {
+        if (waiting) openWaits.dec({ kind: 'runner' });
+      }
+    },
   );
 
   app.patch(

@@ -4,7 +4,8 @@ import pg from 'pg';
 import type { Logger } from '../logging.js';
 import { lockDataDir } from './data-dir-lock.js';
 import type { Database } from './schema.js';
-import { Wakeups } from './wakeups.js';
+import type { PoolStats } from '../metrics/store-gauges.js';
+import { WAKE_CHANNEL, Wakeups } from './wakeups.js';
 
 export type StoreConfig =
   { kind: 'postgres'; url: string; poolSize: number } | { kind: 'pglite'; dataDir: string };
@@ -15,12 +16,12 @@ export interface Store {
   readonly db: Db;
   readonly kind: StoreConfig['kind'];
   readonly wakeups: Wakeups;
+  /** Connections of the pool (none for the embedded store). */
+  poolStats(): PoolStats | null;
   /** Cheap reachability probe for readiness. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
-
-const WAKE_CHANNEL = 'svc_wake';
 
 // int8 (count(*), sums) arrives as text by default; every value we read fits a double.
 pg.types.setTypeParser(20, (value) => Number(value));
@@ -58,6 +59,11 @@ async function openPostgres(
     db,
     kind: 'postgres',
     wakeups,
+    poolStats: () => ({
+      total: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+    }),
     ping: () => ping(db),
     close: async () => {
       await listener.stop();
@@ -71,6 +77,9 @@ async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Pro
   // Before the engine touches a file: a second manager on the same directory stops here.
   const lock = await lockDataDir(config.dataDir);
   let db: Db;
+  // One process owns the embedded store, so in-process wake-ups reach every waiter; wake-ups
+  // sent on commit (NOTIFY) come back through the store's own listener.
+  const wakeups = new Wakeups();
   try {
     // Loaded only when used: a PostgreSQL deployment never pays for the embedded engine.
     const { PGlite } = await import('@electric-sql/pglite');
@@ -78,6 +87,7 @@ async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Pro
       parsers: { 20: (value: string) => Number(value) },
     });
     await pglite.waitReady;
+    await pglite.listen(WAKE_CHANNEL, (payload) => wakeups.deliver(payload));
     db = new Kysely<Database>({ dialect: new PGliteDialect({ pglite }) });
   } catch (error) {
     await lock.release();
@@ -86,8 +96,8 @@ async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Pro
   return {
     db,
     kind: 'pglite',
-    // One process owns the embedded store, so in-process wake-ups reach every waiter.
-    wakeups: new Wakeups(),
+    wakeups,
+    poolStats: () => null,
     ping: () => ping(db),
     close: async () => {
       await db.destroy();

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Tx } from './runs.js';
+import { sql, type Kysely } from 'kysely';
 
 /**
  * Wake-ups for bounded long-polls (a runner waiting for its next command). In one process an
@@ -52,7 +53,10 @@ export class Wakeups {
     if (this.#remote) await this.#remote(key);
   }
 
-  /** Resolves on a wake-up for `key`, after `timeoutMs`, or on abort; never rejects. */
+  /**
+   * Resolves on a wake-up for `key`, after `timeoutMs`, or on abort; never rejects. Subscribe
+   * before reading the state waited on, so a change committed in between still wakes.
+   */
   wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
@@ -68,7 +72,20 @@ export class Wakeups {
   }
 }
 
+export const WAKE_CHANNEL = 'svc_wake';
+
 export const runWakeKey = (runId: string) => `run:${runId}`;
 
 /** Wakes the scheduler: a task was submitted, requeued or cancelled, an attempt ended. */
 export const QUEUE_WAKE_KEY = 'queue';
+/** New events of a run (clients long-polling or streaming them, result waits). */
+export const eventsWakeKey = (runId: string) => `events:${runId}`;
+
+/**
+ * A wake-up sent when the caller's transaction commits, never before: NOTIFY is transactional,
+ * so a waiter woken by it always finds the new rows. Every replica's listener receives it,
+ * this one's included (the embedded store listens on itself).
+ */
+export async function wakeOnCommit(trx: Kysely<any>, key: string): Promise<void> {
+  await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(trx);
+}

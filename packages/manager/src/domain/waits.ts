@@ -1,0 +1,104 @@
+import type { EventPage, ResultEnvelope } from '@svc/contracts';
+import { openWaits } from '../metrics/registry.js';
+import { eventsWakeKey } from '../store/wakeups.js';
+import type { Ctx } from './context.js';
+import { listEvents } from './events.js';
+import { buildResult } from './results.js';
+import { isTerminalRun } from './runs.js';
+
+/** Long-polls open in this process (runner command polls are counted by the runner routes). */
+let open = 0;
+
+/**
+ * Read, and while the answer is "nothing yet", wait for the run's next event wake-up and read
+ * again, until `waitMs` has passed or the client left. Subscribing before each read means an
+ * event committed between the read and the wait still wakes it. Past the process's bound of
+ * open long-polls a call answers at once, as a plain read: waits degrade, never pile up.
+ */
+async function readUntil<T>(
+  ctx: Ctx,
+  runId: string,
+  waitMs: number,
+  signal: AbortSignal | undefined,
+  read: () => Promise<T>,
+  ready: (value: T) => boolean,
+): Promise<T> {
+  const budget = Math.min(waitMs, ctx.config.watch.waitMaxMs);
+  if (budget <= 0 || open >= ctx.config.watch.maxWaiters) return read();
+  const deadline = Date.now() + budget;
+  open += 1;
+  openWaits.inc({ kind: 'client' });
+  try {
+    for (;;) {
+      const stop = new AbortController();
+      const abort = () => stop.abort();
+      signal?.addEventListener('abort', abort, { once: true });
+      try {
+        const woken = ctx.wakeups.wait(eventsWakeKey(runId), deadline - Date.now(), stop.signal);
+        const value = await read();
+        if (ready(value) || Date.now() >= deadline || signal?.aborted) return value;
+        await woken;
+        if (Date.now() >= deadline || signal?.aborted) return await read();
+      } finally {
+        stop.abort();
+        signal?.removeEventListener('abort', abort);
+      }
+    }
+  } finally {
+    open -= 1;
+    openWaits.dec({ kind: 'client' });
+  }
+}
+
+/**
+ * Events after `afterSeq`, waiting up to `waitMs` for the first one. A terminal run with
+ * nothing new answers at once: no event will follow.
+ */
+export async function waitForEvents(
+  ctx: Ctx,
+  runId: string,
+  page: { afterSeq: number; limit: number; waitMs: number },
+  signal?: AbortSignal,
+): Promise<EventPage> {
+  let terminal = false;
+  return readUntil(
+    ctx,
+    runId,
+    page.waitMs,
+    signal,
+    async () => {
+      // State first: a run seen terminal has all its events committed (same transaction), so
+      // an empty page read after it is really the end.
+      terminal = isTerminalRun(await runState(ctx, runId));
+      return listEvents(ctx, runId, page.afterSeq, page.limit);
+    },
+    (events) => events.events.length > 0 || terminal,
+  );
+}
+
+async function runState(ctx: Ctx, runId: string): Promise<string> {
+  const row = await ctx.db
+    .selectFrom('runs')
+    .select('state')
+    .where('run_id', '=', runId)
+    .executeTakeFirst();
+  return row?.state ?? 'unknown';
+}
+
+/** The result envelope, waiting up to `waitMs` for it to become terminal. */
+export function waitForResult(
+  ctx: Ctx,
+  runId: string,
+  options: { commandId?: string; afterSeq?: number; waitMs: number },
+  signal?: AbortSignal,
+): Promise<ResultEnvelope> {
+  const { waitMs, ...scope } = options;
+  return readUntil(
+    ctx,
+    runId,
+    waitMs,
+    signal,
+    () => buildResult(ctx, runId, scope),
+    (result) => result.terminalStatus !== null || result.status === 'expired',
+  );
+}

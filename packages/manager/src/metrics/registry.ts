@@ -1,0 +1,73 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * The process's metrics. Counters and gauges move in process as things happen (no query at
+ * scrape time); per-state totals of durable records come from a small cached aggregate
+ * (store-gauges.ts). One registry per process: several managers in one test process share it,
+ * so tests compare before and after.
+ */
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+export const httpDuration = new Histogram({
+  name: 'svc_http_request_duration_seconds',
+  help: 'HTTP request duration by method, route pattern and status code',
+  labelNames: ['method', 'route', 'status_code'] as const,
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [registry],
+});
+
+export const runsCreated = new Counter({
+  name: 'svc_runs_created_total',
+  help: 'Runs created by this process',
+  registers: [registry],
+});
+
+export const commandsCreated = new Counter({
+  name: 'svc_commands_created_total',
+  help: 'Commands created by this process, by type',
+  labelNames: ['type'] as const,
+  registers: [registry],
+});
+
+export const eventsAppended = new Counter({
+  name: 'svc_events_appended_total',
+  help: 'Events written to run event logs by this process (duplicates not counted)',
+  registers: [registry],
+});
+
+export const leaseClaims = new Counter({
+  name: 'svc_lease_claims_total',
+  help: 'Run lease claims, by outcome (granted, conflict)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+
+export const leaseExpiries = new Counter({
+  name: 'svc_lease_expiries_total',
+  help: 'Expired leases found by a claim (the previous runner stopped heartbeating)',
+  registers: [registry],
+});
+
+export const leaseTakeovers = new Counter({
+  name: 'svc_lease_takeovers_total',
+  help: 'Claims that took a run over from another runner',
+  registers: [registry],
+});
+
+export const openWaits = new Gauge({
+  name: 'svc_open_long_polls',
+  help: 'Long-polls waiting now, by caller (runner command polls, client event and result waits)',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+});
+
+export const openStreams = new Gauge({
+  name: 'svc_open_event_streams',
+  help: 'Server-Sent Events streams open now',
+  registers: [registry],
+});
+
+// Series that exist from the start, so a dashboard shows 0 rather than "no data".
+for (const kind of ['client', 'runner']) openWaits.set({ kind }, 0);
+for (const outcome of ['granted', 'conflict']) leaseClaims.inc({ outcome }, 0);

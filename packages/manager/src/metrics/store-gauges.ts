@@ -1,0 +1,125 @@
+import { sql } from 'kysely';
+import { Gauge } from 'prom-client';
+import { COMMAND_STATES, RUN_STATES, RUNNER_JOB_PHASES, TASK_STATES } from '@svc/contracts';
+import type { Db } from '../store/db.js';
+import { registry } from './registry.js';
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+interface Counts {
+  runs: Map<string, number>;
+  commands: Map<string, number>;
+  runnerJobs: Map<string, number>;
+  queueTasks: Map<string, number>;
+}
+
+const gauge = (name: string, help: string, label: string) =>
+  new Gauge({ name, help, labelNames: [label], registers: [registry] });
+
+const runs = gauge('svc_runs', 'Runs in the store by state', 'state');
+const commands = gauge('svc_commands', 'Commands in the store by state', 'state');
+const runnerJobs = gauge('svc_runner_jobs', 'Runner jobs in the store by phase', 'phase');
+const queueTasks = gauge('svc_queue_tasks', 'Queue tasks in the store by state', 'state');
+const ageSeconds = new Gauge({
+  name: 'svc_store_counts_age_seconds',
+  help: 'Age of the per-state store counts shown above',
+  registers: [registry],
+});
+const pool = new Gauge({
+  name: 'svc_db_pool_connections',
+  help: 'Database pool connections by state (total, idle, waiting requests)',
+  labelNames: ['state'] as const,
+  registers: [registry],
+});
+
+/**
+ * Per-state totals of durable records. A scrape never queries the store: it shows the last
+ * aggregate and, when that is older than `maxAgeMs`, starts one refresh in the background (at
+ * most one at a time), so a scrape costs the same with a thousand runs or a million and scrapes
+ * from many replicas or a tight interval add no load beyond one aggregate per interval.
+ */
+export class StoreGauges {
+  #at = 0;
+  #refreshing: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly maxAgeMs: number,
+    private readonly poolStats: () => PoolStats | null,
+    private readonly onError: (error: unknown) => void,
+  ) {}
+
+  /** Called before each scrape: refresh when stale, never wait for it (except the first one). */
+  async beforeScrape(): Promise<void> {
+    const stats = this.poolStats();
+    if (stats) for (const [state, value] of Object.entries(stats)) pool.set({ state }, value);
+    if (Date.now() - this.#at >= this.maxAgeMs) {
+      const refresh = this.refresh();
+      if (this.#at === 0) await refresh;
+    }
+    if (this.#at > 0) ageSeconds.set((Date.now() - this.#at) / 1000);
+  }
+
+  refresh(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#refreshing ??= this.#load()
+      .then((counts) => {
+        this.#at = Date.now();
+        publish(runs, 'state', RUN_STATES, counts.runs);
+        publish(commands, 'state', COMMAND_STATES, counts.commands);
+        publish(runnerJobs, 'phase', RUNNER_JOB_PHASES, counts.runnerJobs);
+        publish(queueTasks, 'state', TASK_STATES, counts.queueTasks);
+      })
+      .catch(this.onError)
+      .finally(() => {
+        this.#refreshing = undefined;
+      });
+    return this.#refreshing;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#refreshing;
+  }
+
+  async #load(): Promise<Counts> {
+    // One grouped count per table, in parallel; runs and queue tasks count from their state indexes.
+    const [r, c, j, q] = await Promise.all(
+      [
+        sql<{
+          k: string;
+          n: number;
+        }>`SELECT state AS k, count(*)::int AS n FROM runs GROUP BY state`,
+        sql<{
+          k: string;
+          n: number;
+        }>`SELECT state AS k, count(*)::int AS n FROM commands GROUP BY state`,
+        sql<{
+          k: string;
+          n: number;
+        }>`SELECT phase AS k, count(*)::int AS n FROM runner_jobs GROUP BY phase`,
+        sql<{
+          k: string;
+          n: number;
+        }>`SELECT state AS k, count(*)::int AS n FROM queue_tasks GROUP BY state`,
+      ].map(async (query) => new Map((await query.execute(this.db)).rows.map((x) => [x.k, x.n]))),
+    );
+    return { runs: r!, commands: c!, runnerJobs: j!, queueTasks: q! };
+  }
+}
+
+/** Every known state is shown, 0 when empty, so a state that emptied does not keep its last value. */
+function publish(
+  target: Gauge<string>,
+  label: string,
+  known: readonly string[],
+  counts: Map<string, number>,
+): void {
+  for (const state of new Set([...known, ...counts.keys()]))
+    target.set({ [label]: state }, counts.get(state) ?? 0);
+}

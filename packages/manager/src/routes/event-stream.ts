@@ -1,0 +1,130 @@
+import { once } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import { Type } from '@sinclair/typebox';
+import { ServiceError } from '@svc/contracts';
+import type { Ctx } from '../domain/context.js';
+import { listEvents } from '../domain/events.js';
+import { getRunRow, isTerminalRun } from '../domain/runs.js';
+import { openStreams } from '../metrics/registry.js';
+import { eventsWakeKey } from '../store/wakeups.js';
+import { clientGone, errors, RunParams, type App } from './common.js';
+
+const StreamQuery = Type.Object(
+  { afterSeq: Type.Optional(Type.Integer({ minimum: 0 })) },
+  { additionalProperties: false },
+);
+const STREAM_PAGE = 500;
+const LAST_EVENT_ID = /^\d{1,15}$/;
+
+let open = 0;
+
+/**
+ * Server-Sent Events of one run: each event is a `message` with `id:` = seq and the event
+ * envelope as data; a comment line every heartbeat interval keeps proxies from closing an idle
+ * stream; `event: end` says the run is terminal and every event was sent. A stream lasts at
+ * most the configured duration, then closes; EventSource reconnects with Last-Event-ID and
+ * resumes after that seq. The number of open streams per process is bounded.
+ */
+export function eventStreamRoutes(app: App, ctx: Ctx): void {
+  app.get(
+    '/api/v1/runs/:runId/events/stream',
+    {
+      schema: {
+        params: RunParams,
+        querystring: StreamQuery,
+        response: {
+          200: {
+            description:
+              'text/event-stream: `id:` seq, `data:` event envelope; `event: end` when the run is terminal',
+            content: { 'text/event-stream': { schema: Type.String() } },
+          },
+          ...errors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const header = request.headers['last-event-id'];
+      if (header !== undefined && (typeof header !== 'string' || !LAST_EVENT_ID.test(header)))
+        throw new ServiceError('schema-invalid', 'Last-Event-ID must be an event seq', {
+          field: 'last-event-id',
+        });
+      const afterSeq = header !== undefined ? Number(header) : (request.query.afterSeq ?? 0);
+      await getRunRow(ctx, request.params.runId);
+      if (open >= ctx.config.watch.maxStreams)
+        throw new ServiceError(
+          'capacity-exceeded',
+          `this manager holds its limit of ${ctx.config.watch.maxStreams} open event streams`,
+        );
+      open += 1;
+      openStreams.inc();
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache, no-transform',
+        connection: 'keep-alive',
+        'x-accel-buffering': 'no',
+        'x-request-id': request.id,
+      });
+      const gone = clientGone(request);
+      try {
+        await stream(ctx, request.params.runId, afterSeq, raw, gone);
+      } catch (error) {
+        request.log.warn({ err: error, runId: request.params.runId }, 'event stream ended early');
+      } finally {
+        open -= 1;
+        openStreams.dec();
+        raw.end();
+      }
+    },
+  );
+}
+
+async function stream(
+  ctx: Ctx,
+  runId: string,
+  afterSeq: number,
+  raw: ServerResponse,
+  gone: AbortSignal,
+): Promise<void> {
+  const { streamHeartbeatMs, streamMaxMs } = ctx.config.watch;
+  const until = Date.now() + streamMaxMs;
+  const write = async (chunk: string) => {
+    if (!raw.write(chunk) && !gone.aborted)
+      await Promise.race([once(raw, 'drain'), once(gone, 'abort')]);
+  };
+  const heartbeat = setInterval(() => {
+    if (!gone.aborted) raw.write(': keep-alive\n\n');
+  }, streamHeartbeatMs);
+  let seq = afterSeq;
+  try {
+    await write('retry: 2000\n\n');
+    while (!gone.aborted && Date.now() < until) {
+      const stop = new AbortController();
+      const abort = () => stop.abort();
+      gone.addEventListener('abort', abort, { once: true });
+      try {
+        const woken = ctx.wakeups.wait(eventsWakeKey(runId), until - Date.now(), stop.signal);
+        // State before events: a run seen terminal has every event committed.
+        const run = await getRunRow(ctx, runId);
+        const page = await listEvents(ctx, runId, seq, STREAM_PAGE);
+        for (const event of page.events) {
+          await write(`id: ${event.seq}\ndata: ${JSON.stringify(event)}\n\n`);
+          seq = event.seq;
+        }
+        if (page.hasMore) continue;
+        if (isTerminalRun(run.state)) {
+          const end = { runId, state: run.state, lastSeq: seq };
+          await write(`event: end\ndata: ${JSON.stringify(end)}\n\n`);
+          return;
+        }
+        await woken;
+      } finally {
+        stop.abort();
+        gone.removeEventListener('abort', abort);
+      }
+    }
+  } finally {
+    clearInterval(heartbeat);
+  }
+}
