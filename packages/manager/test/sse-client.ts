@@ -45,8 +45,10 @@ export async function openStream(
           let isMessage = false;
           for (const line of block.split('\n')) {
             if (line.startsWith(':')) comments.push(line.slice(1).trim());
-            else if (line.startsWith('data: ')) (data.push(line.slice(6)), (isMessage = true));
-            else if (line.startsWith('id: ')) message.id = line.slice(4);
+            else if (line.startsWith('data: ')) {
+              data.push(line.slice(6));
+              isMessage = true;
+            } else if (line.startsWith('id: ')) message.id = line.slice(4);
             else if (line.startsWith('event: ')) message.event = line.slice(7);
           }
           if (isMessage) messages.push({ ...message, data: data.join('\n') });

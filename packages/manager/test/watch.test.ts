@@ -29,7 +29,7 @@ async function claimedRun(runnerId: string) {
 }
 
 const later = (ms: number, fn: () => Promise<unknown>) =>
-  new Promise((resolve, reject) => setTimeout(() => fn().then(resolve, reject), ms));
+  new Promise((r) => setTimeout(r, ms)).then(fn);
 
 describe('events long-poll', () => {
   it('returns as soon as an event past afterSeq is appended', async () => {

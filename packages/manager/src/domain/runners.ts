@@ -168,7 +168,10 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
   const run = outcome.granted;
   leaseClaims.inc({ outcome: 'granted' });
   // Another runner's lease is only ever taken once it expired.
-  if (outcome.previousOwner !== null) (leaseExpiries.inc(), leaseTakeovers.inc());
+  if (outcome.previousOwner !== null) {
+    leaseExpiries.inc();
+    leaseTakeovers.inc();
+  }
   return {
     run: toRun(run, outcome.now),
     lease: leaseGrant(run, ttl),

@@ -57,7 +57,8 @@ export class StoreGauges {
   /** Called before each scrape: refresh when stale, never wait for it (except the first one). */
   async beforeScrape(): Promise<void> {
     const stats = this.poolStats();
-    if (stats) for (const [state, value] of Object.entries(stats)) pool.set({ state }, value);
+    if (stats)
+      for (const state of ['total', 'idle', 'waiting'] as const) pool.set({ state }, stats[state]);
     if (Date.now() - this.#at >= this.maxAgeMs) {
       const refresh = this.refresh();
       if (this.#at === 0) await refresh;

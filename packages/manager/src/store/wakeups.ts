@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Tx } from './runs.js';
 import { sql, type Kysely } from 'kysely';
+import type { Database } from './schema.js';
 
 /**
  * Wake-ups for bounded long-polls (a runner waiting for its next command). In one process an
@@ -86,6 +87,6 @@ export const eventsWakeKey = (runId: string) => `events:${runId}`;
  * so a waiter woken by it always finds the new rows. Every replica's listener receives it,
  * this one's included (the embedded store listens on itself).
  */
-export async function wakeOnCommit(trx: Kysely<any>, key: string): Promise<void> {
+export async function wakeOnCommit(trx: Kysely<Database>, key: string): Promise<void> {
   await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(trx);
 }
