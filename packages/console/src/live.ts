@@ -13,6 +13,7 @@ export interface LiveEvents {
 
 const POLL_MS = 1000;
 const RETRY_MS = 2000;
+const RESUME_MS = 100;
 /** Events kept in memory per page; older ones stay in the store, reachable through the API. */
 const MAX_EVENTS = 5000;
 
@@ -116,15 +117,17 @@ export function useRunEvents(runId: string | null): LiveEvents {
 
     const follow = async () => {
       while (!signal.aborted) {
+        let wait = RETRY_MS;
         try {
-          if ((await stream(runId, () => lastSeq, push, setMode, signal)) === 'unsupported')
-            return poll();
+          const outcome = await stream(runId, () => lastSeq, push, setMode, signal);
+          if (outcome === 'unsupported') return poll();
+          // The server ends a stream after its bounded lifetime: resume at once.
+          wait = RESUME_MS;
         } catch (error) {
           if (signal.aborted) return;
           setState((s) => ({ ...s, error: error as ApiError, mode: 'idle' }));
         }
-        // The server ends a stream after its bounded lifetime; resume from the last seq.
-        await sleep(RETRY_MS, signal);
+        await sleep(wait, signal);
       }
     };
     void follow();

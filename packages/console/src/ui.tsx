@@ -224,3 +224,38 @@ export function ConfirmAction(props: {
     </div>
   );
 }
+
+/** The header row of a list table. */
+export function ListHead({ columns }: { columns: string[] }) {
+  return (
+    <thead>
+      <tr>
+        {columns.map((c) => (
+          <th key={c}>{c}</th>
+        ))}
+      </tr>
+    </thead>
+  );
+}
+
+/** Links that filter a list by state (`all` first), the current one marked. */
+export function StateTabs(props: {
+  base: string;
+  states: string[];
+  current: string;
+  label: string;
+}) {
+  return (
+    <nav class="tabs" aria-label={props.label}>
+      {['', ...props.states].map((s) => (
+        <a
+          key={s || 'all'}
+          href={s ? `${props.base}?state=${s}` : props.base}
+          aria-current={s === props.current ? 'page' : undefined}
+        >
+          {s || 'all'}
+        </a>
+      ))}
+    </nav>
+  );
+}

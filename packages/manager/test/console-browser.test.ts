@@ -182,7 +182,7 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     await page.keyboard.press('g');
     await page.keyboard.press('q');
     await page.getByRole('heading', { name: 'Queue' }).waitFor();
-    await page.getByText('Fix the flaky login test').waitFor();
+    await page.locator('tr[data-task-id]', { hasText: 'Fix the flaky login test' }).waitFor();
     await page.getByRole('heading', { name: 'Commander' }).waitFor();
     await shot('queue');
 

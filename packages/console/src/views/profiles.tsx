@@ -3,7 +3,7 @@
 // returns names and hash suffixes only. Health and the work-ready summary sit beside them.
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
-import { ErrorBox, Field, StateBadge, Time, useLoad } from '../ui.js';
+import { ErrorBox, Field, ListHead, StateBadge, Time, useLoad } from '../ui.js';
 
 export function ProfilesView() {
   const profiles = useLoad(() => api.profiles(), [], 5000);
@@ -17,15 +17,7 @@ export function ProfilesView() {
       {profiles.error && <ErrorBox error={profiles.error} title="Could not list profiles" />}
       {profiles.data && (
         <table class="list">
-          <thead>
-            <tr>
-              <th>Profile</th>
-              <th>Configured</th>
-              <th>Secret</th>
-              <th>Last validation</th>
-              <th>Validate</th>
-            </tr>
-          </thead>
+          <ListHead columns={['Profile', 'Configured', 'Secret', 'Last validation', 'Validate']} />
           <tbody>
             {profiles.data.profiles.map((p) => (
               <tr key={p.profile} data-profile={p.profile}>

@@ -1,11 +1,20 @@
 // Queue: the commander overview (what needs attention first), stats by state, and the task
 // list with dispatch, cancel and refresh on each task.
 import { api, type Task } from '../api.js';
-import { ConfirmAction, Empty, ErrorBox, StateBadge, Time, useLoad } from '../ui.js';
+import {
+  ConfirmAction,
+  Empty,
+  ErrorBox,
+  ListHead,
+  StateBadge,
+  StateTabs,
+  Time,
+  useLoad,
+} from '../ui.js';
 import { READER_ID } from './sessions.js';
 
+// The contracts' entry point carries server code, so only its types reach the browser.
 const TASK_STATES = [
-  '',
   'queued',
   'dispatched',
   'running',
@@ -77,32 +86,16 @@ export function QueueView({ query }: { query: URLSearchParams }) {
           )}
         </div>
       </div>
-      <nav class="tabs" aria-label="Task state">
-        {TASK_STATES.map((s) => (
-          <a
-            href={s ? `/queue?state=${s}` : '/queue'}
-            aria-current={s === state ? 'page' : undefined}
-          >
-            {s || 'all'}
-          </a>
-        ))}
-      </nav>
+      <StateTabs base="/queue" states={TASK_STATES} current={state} label="Task state" />
       {tasks.error && <ErrorBox error={tasks.error} title="Could not list tasks" />}
       {tasks.data?.tasks.length === 0 && (
         <Empty>No tasks{state ? ` in state ${state}` : ''}. Submit one with `queue submit`.</Empty>
       )}
       {tasks.data && tasks.data.tasks.length > 0 && (
         <table class="list">
-          <thead>
-            <tr>
-              <th>Task</th>
-              <th>State</th>
-              <th>Priority</th>
-              <th>Latest attempt</th>
-              <th>Updated</th>
-              <th>Actions</th>
-            </tr>
-          </thead>
+          <ListHead
+            columns={['Task', 'State', 'Priority', 'Latest attempt', 'Updated', 'Actions']}
+          />
           <tbody>
             {tasks.data.tasks.map((task) => (
               <TaskRow key={task.taskId} task={task} onChange={reload} />

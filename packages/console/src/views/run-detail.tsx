@@ -5,7 +5,17 @@ import { useMemo } from 'preact/hooks';
 import { api, type Command, type ResultEnvelope, type Run } from '../api.js';
 import { useRunEvents } from '../live.js';
 import { renderMarkdown } from '../markdown.js';
-import { ago, ConfirmAction, Empty, ErrorBox, Field, StateBadge, Time, useLoad } from '../ui.js';
+import {
+  ago,
+  ConfirmAction,
+  Empty,
+  ErrorBox,
+  Field,
+  ListHead,
+  StateBadge,
+  Time,
+  useLoad,
+} from '../ui.js';
 import { Timeline } from './timeline.js';
 
 const REFRESH_MS = 2000;
@@ -132,17 +142,9 @@ export function RunDetailView({ runId }: { runId: string }) {
       {jobs.data && jobs.data.runnerJobs.length === 0 && <Empty>No runner job launched.</Empty>}
       {jobs.data && jobs.data.runnerJobs.length > 0 && (
         <table class="list">
-          <thead>
-            <tr>
-              <th>Job</th>
-              <th>Phase</th>
-              <th>Launcher</th>
-              <th>Exit</th>
-              <th>Failure</th>
-              <th>Started</th>
-              <th>Finished</th>
-            </tr>
-          </thead>
+          <ListHead
+            columns={['Job', 'Phase', 'Launcher', 'Exit', 'Failure', 'Started', 'Finished']}
+          />
           <tbody>
             {jobs.data.runnerJobs.map((job) => (
               <tr key={job.runnerJobId}>

@@ -2,7 +2,7 @@
 import { useState } from 'preact/hooks';
 import { api, type RunFilters } from '../api.js';
 import { navigate } from '../router.js';
-import { Empty, ErrorBox, StateBadge, Time, useLoad } from '../ui.js';
+import { Empty, ErrorBox, ListHead, StateBadge, Time, useLoad } from '../ui.js';
 
 const STATES = ['', 'pending', 'claimed', 'running', 'completed', 'failed', 'blocked', 'cancelled'];
 const FILTERS = ['tenantId', 'projectId', 'backendProfile', 'sessionId'] as const;
@@ -97,17 +97,17 @@ export function RunsView({ query }: { query: URLSearchParams }) {
       )}
       {page.data && page.data.runs.length > 0 && (
         <table class="list">
-          <thead>
-            <tr>
-              <th>Run</th>
-              <th>State</th>
-              <th>Tenant / project</th>
-              <th>Profile</th>
-              <th>Events</th>
-              <th>Created</th>
-              <th>Updated</th>
-            </tr>
-          </thead>
+          <ListHead
+            columns={[
+              'Run',
+              'State',
+              'Tenant / project',
+              'Profile',
+              'Events',
+              'Created',
+              'Updated',
+            ]}
+          />
           <tbody>
             {page.data.runs.map((run) => (
               <tr key={run.runId} data-run-id={run.runId}>

@@ -3,12 +3,12 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
 import { useRunEvents } from '../live.js';
-import { Empty, ErrorBox, Field, StateBadge, Time, useLoad } from '../ui.js';
+import { Empty, ErrorBox, Field, ListHead, StateBadge, StateTabs, Time, useLoad } from '../ui.js';
 import { Timeline } from './timeline.js';
 
 /** The console reads as one user; unread counts are relative to this reader. */
 export const READER_ID = 'console';
-const STATES = ['', 'idle', 'running', 'terminal', 'unread'];
+const STATES = ['idle', 'running', 'terminal', 'unread'];
 
 export function SessionsView({ query }: { query: URLSearchParams }) {
   const state = query.get('state') ?? '';
@@ -28,16 +28,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
           </span>
         )}
       </header>
-      <nav class="tabs" aria-label="Session state">
-        {STATES.map((s) => (
-          <a
-            href={s ? `/sessions?state=${s}` : '/sessions'}
-            aria-current={s === state ? 'page' : undefined}
-          >
-            {s || 'all'}
-          </a>
-        ))}
-      </nav>
+      <StateTabs base="/sessions" states={STATES} current={state} label="Session state" />
       {page.error && <ErrorBox error={page.error} title="Could not list sessions" />}
       {page.loading && !page.data && <p class="muted">Loading sessions…</p>}
       {page.data?.sessions.length === 0 && (
@@ -47,16 +38,9 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
       )}
       {page.data && page.data.sessions.length > 0 && (
         <table class="list">
-          <thead>
-            <tr>
-              <th>Session</th>
-              <th>State</th>
-              <th>Unread</th>
-              <th>Profile</th>
-              <th>Last outcome</th>
-              <th>Updated</th>
-            </tr>
-          </thead>
+          <ListHead
+            columns={['Session', 'State', 'Unread', 'Profile', 'Last outcome', 'Updated']}
+          />
           <tbody>
             {page.data.sessions.map((s) => (
               <tr key={s.sessionId} class={s.reader?.unread ? 'unread' : ''}>
