@@ -72,11 +72,11 @@ export async function promptText(source: PromptSource, stdinTaken: boolean): Pro
 }
 
 /** A non-negative integer option. */
-export function intOption(name: string, max = Number.MAX_SAFE_INTEGER) {
+export function intOption(name: string, max = Number.MAX_SAFE_INTEGER, min = 0) {
   return (raw: string): number => {
     const value = Number(raw);
-    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value > max)
-      throw new UsageError(`${name} must be a whole number between 0 and ${max}`);
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value > max || value < min)
+      throw new UsageError(`${name} must be a whole number between ${min} and ${max}`);
     return value;
   };
 }

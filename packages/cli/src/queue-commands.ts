@@ -87,7 +87,7 @@ export function queueProgram(): Cli {
     .option(
       '--limit <n>',
       `page size (default 50, at most ${QUEUE_PAGE_MAX})`,
-      intOption('--limit', QUEUE_PAGE_MAX),
+      intOption('--limit', QUEUE_PAGE_MAX, 1),
     )
     .option(
       '--updated-after <changeSeq>',
@@ -165,7 +165,7 @@ export function queueProgram(): Cli {
     .option(
       '--limit <n>',
       `items (default 50, at most ${QUEUE_PAGE_MAX})`,
-      intOption('--limit', QUEUE_PAGE_MAX),
+      intOption('--limit', QUEUE_PAGE_MAX, 1),
     )
     .option('--full', 'expand payload, resource bundle and metadata')
     .option('--raw', 'print the API answer as it is')

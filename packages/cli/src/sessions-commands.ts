@@ -33,7 +33,7 @@ export function sessionsProgram(): Cli {
     .option(
       '--limit <n>',
       `page size (default 50, at most ${SESSIONS_PAGE_MAX})`,
-      intOption('--limit', SESSIONS_PAGE_MAX),
+      intOption('--limit', SESSIONS_PAGE_MAX, 1),
     )
     .action(
       cli.action(
@@ -151,7 +151,7 @@ export function sessionsProgram(): Cli {
       )
       .argument('<sessionId>')
       .option('--after-seq <seq>', 'start after this source seq', intOption('--after-seq'))
-      .option('--limit <n>', 'events per page (at most 1000)', intOption('--limit', 1000))
+      .option('--limit <n>', 'events per page (at most 1000)', intOption('--limit', 1000, 1))
       .option('--follow', "keep printing new events until the session's command is terminal")
       .action(
         cli.action(async (inv, sessionId: string, flags: EventFlags) => {

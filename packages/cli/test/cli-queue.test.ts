@@ -214,6 +214,16 @@ describe('queue client', () => {
     assert.match(human.stdout, /next:\n {2}queue dispatch tsk-/);
     const noReader = await queue(['read', taskId]);
     assert.equal(noReader.code, 2, 'read needs --reader-id');
+    // A page of nothing is refused by the client, before any request.
+    for (const args of [
+      ['list', '--limit', '0'],
+      ['commander', '--reader-id', 'alice', '--limit', '0'],
+      ['list', '--limit', '201'],
+    ]) {
+      const refused = await queue(args);
+      assert.equal(refused.code, 2, args.join(' '));
+      assert.match(refused.stderr, /--limit must be a whole number between 1 and 200/);
+    }
   });
 
   it('cancels with a reason (dry run first); a cancelled task refuses dispatch', async () => {
