@@ -62,6 +62,7 @@ export function isMaskable(value: string, common: ReadonlySet<string> = new Set(
   if (COMMON_WORDS.has(lower) || common.has(lower)) return false;
   if (value.includes(REDACTED)) return false;
   if (/^[\s\d.,:+-]+$/.test(value)) return false; // numbers, dates, times
+  if (/^\d{4}-\d\d-\d\d[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?$/i.test(value)) return false; // timestamps
   return entropyBits(value) >= MIN_ENTROPY_BITS;
 }
 

@@ -27,14 +27,14 @@ export const SECRET_SHAPES: readonly ShapeRule[] = [
   },
   {
     name: 'url-userinfo',
-    pattern: /\b([a-z][a-z0-9+.-]{1,30}:\/\/)([^\s/?#@"'<>`\\]{1,512})@/gi,
+    pattern: /\b([a-z][a-z0-9+.-]{1,30}:\/\/)(?!\[redacted\]@)([^\s/?#@"'<>`\\]{1,512})@/gi,
     replace: (m, scheme: string, userinfo: string) =>
       !userinfo.includes(':') && PLAIN_USER.test(userinfo) ? m : `${scheme}${R}@`,
   },
   {
     name: 'authorization-header',
     pattern:
-      /\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest|bot|apikey)\s+)?)[^\s"',;]{1,4096}/gi,
+      /\b((?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token|digest|bot|apikey)\s+)?)(?!\[redacted\]|(?:bearer|basic|token|digest|bot|apikey)\s+\[redacted\])[^\s"',;]{1,4096}/gi,
     replace: keepFirst,
   },
   {
@@ -72,14 +72,14 @@ export const SECRET_SHAPES: readonly ShapeRule[] = [
   {
     name: 'url-credential-parameter',
     pattern:
-      /([?&](?:access_token|refresh_token|id_token|token|api_key|apikey|key|secret|client_secret|password|passwd|sig|signature|x-amz-signature|x-amz-credential)=)[^\s&#"'<>]{4,}/gi,
+      /([?&](?:access_token|refresh_token|id_token|token|api_key|apikey|key|secret|client_secret|password|passwd|sig|signature|x-amz-signature|x-amz-credential)=)(?!\[redacted\])[^\s&#"'<>]{4,}/gi,
     replace: keepFirst,
   },
   {
     // An environment assignment of a credential (`GITHUB_TOKEN=…`, `DB_PASSWORD: …`).
     name: 'credential-assignment',
     pattern:
-      /\b([A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)(?![A-Z0-9_]*_(?:FILE|PATH|DIR|URL|NAME|REF))[A-Z0-9_]*["']?\s*[=:]\s*["']?)(?!\d+\b)[^\s"'&,;{}[\]<>]{8,}/g,
+      /\b([A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)(?![A-Z0-9_]*_(?:FILE|PATH|DIR|URL|NAME|REF))[A-Z0-9_]*["']?\s*[=:]\s*["']?)(?!\d+\b|\[redacted\])[^\s"'&,;{}[\]<>]{8,}/g,
     replace: keepFirst,
   },
 ];

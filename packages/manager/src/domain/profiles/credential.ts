@@ -1,4 +1,4 @@
-import type { CredentialPutBody, ProfileWriteResponse } from '@svc/contracts';
+import { Redactor, type CredentialPutBody, type ProfileWriteResponse } from '@svc/contracts';
 import type { SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
 import { audited, writeEntry } from './audit.js';
@@ -9,7 +9,8 @@ import { catalogFor, rewriteSecret, writeResponse } from './writes.js';
 /**
  * PUT …/credential (spec/2 rules 1-4): the API key becomes auth.json inside this request and
  * goes nowhere else. It is registered for masking once the Secret write succeeded (a refused
- * write registers nothing); until then only the write's own error path masks it.
+ * write registers nothing). The other fields of this request are masked of the key here, so a
+ * reason or config quoting it is stored as `[redacted]` even when the write is refused.
  */
 export async function putCredential(
   ctx: Ctx,
@@ -18,6 +19,8 @@ export async function putCredential(
   body: CredentialPutBody,
   traceId: string,
 ): Promise<ProfileWriteResponse> {
+  const { apiKey, ...rest } = body;
+  body = { ...new Redactor().add(apiKey).redactDeep(rest), apiKey };
   const authJson = Buffer.from(
     `${JSON.stringify({ OPENAI_API_KEY: body.apiKey, auth_mode: 'apikey' })}\n`,
   );
