@@ -30,26 +30,28 @@ export function newManagerRedactor(redactor: Redactor, config: ManagerConfig): R
     ]);
 }
 
-/** The values of a Secret worth masking: every value, and every string inside auth.json. */
+/** The values of a Secret worth masking: every value, or the strings inside a JSON value. */
 export function secretValues(name: string, data: Record<string, Buffer>): string[] {
   const values: string[] = [];
   const provider = name.startsWith(PROVIDER_SECRET_PREFIX);
   for (const [key, buffer] of Object.entries(data)) {
     if (provider && NOT_SECRET_KEYS.has(key)) continue;
     const text = buffer.toString('utf8').trim();
-    values.push(text);
-    if (key.endsWith('.json')) values.push(...jsonStrings(text));
+    // A JSON document's secrets are its string leaves (found wherever they are copied); the
+    // whole text is registered only when it does not parse.
+    const leaves = key.endsWith('.json') ? jsonStrings(text) : null;
+    values.push(...(leaves ?? [text]));
   }
   return values;
 }
 
 /** String leaves of a JSON document; `auth_mode` names a login kind ("apikey"), not a secret. */
-function jsonStrings(text: string): string[] {
+function jsonStrings(text: string): string[] | null {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
   } catch {
-    return [];
+    return null;
   }
   const out: string[] = [];
   const stack: unknown[] = [doc];
