@@ -18,8 +18,11 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const failure = classify(error);
     // A client still sending a large body reads no answer if the connection closes under it:
     // the rest of the body is read (and dropped) first, then the 413 is sent.
-    if (failure.failureKind === 'body-too-large' && !(await drained(request))) {
-      reply.header('connection', 'close');
+    // Fastify closes the connection after a refused body; once the body has been read whole,
+    // the connection is as good as after any answer and is kept.
+    if (failure.failureKind === 'body-too-large') {
+      if (await drained(request)) reply.removeHeader('connection');
+      else reply.header('connection', 'close');
     }
     if (failure.httpStatus >= 500) {
       request.log.error({ err: error }, 'request failed');
