@@ -50,7 +50,7 @@ function rawRequest(head: string, chunks: Buffer[], second?: string): Promise<Ra
         return;
       }
       if (socket.destroyed) return;
-      socket.write(chunks[i], () => writeNext(i + 1));
+      socket.write(chunks[i]!, () => writeNext(i + 1));
     };
     writeNext(0);
   });
