@@ -1,4 +1,4 @@
-import { literalMatcher } from './literal-matcher.js';
+import { LiteralMatcher } from './literal-matcher.js';
 import { isMaskable, REDACTED, secretForms } from './secret-forms.js';
 import { scrubSecretShapes } from './secret-patterns.js';
 
@@ -23,7 +23,7 @@ export class Redactor {
   readonly #sources = new Map<string, Set<string>>();
   /** value -> its forms and how many sources hold it */
   readonly #values = new Map<string, { forms: string[]; holders: number }>();
-  #matcher: RegExp | null = null;
+  #matcher: LiteralMatcher | null = null;
   #stale = false;
 
   /** Words that are never secrets here (tenant ids, profile names): never registered. */
@@ -87,9 +87,7 @@ export class Redactor {
 
   redact(text: string): string {
     const matcher = this.#current();
-    if (!matcher) return text;
-    matcher.lastIndex = 0;
-    return text.replace(matcher, REDACTED);
+    return matcher ? matcher.replace(text, REDACTED) : text;
   }
 
   /** Registered values and credential-shaped substrings nobody registered, both replaced. */
@@ -111,9 +109,7 @@ export class Redactor {
   /** True when the text holds any registered secret form. */
   leaks(text: string): boolean {
     const matcher = this.#current();
-    if (!matcher) return false;
-    matcher.lastIndex = 0;
-    return matcher.test(text);
+    return matcher ? matcher.test(text) : false;
   }
 
   #acceptable(value: string): boolean {
@@ -137,13 +133,12 @@ export class Redactor {
     this.#stale = true;
   }
 
-  #current(): RegExp | null {
+  #current(): LiteralMatcher | null {
     if (this.#stale) {
-      this.#matcher = literalMatcher(
-        (function* (values) {
-          for (const entry of values) yield* entry.forms;
-        })(this.#values.values()),
-      );
+      const forms: string[] = [];
+      for (const entry of this.#values.values()) forms.push(...entry.forms);
+      const matcher = new LiteralMatcher(forms);
+      this.#matcher = matcher.empty ? null : matcher;
       this.#stale = false;
     }
     return this.#matcher;
