@@ -225,7 +225,11 @@ export function applyChunks(original, chunks, shown) {
 /** A patch path: relative, inside `root` lexically and by real path (no symlink escape). */
 async function safePath(root, realRoot, path) {
   if (!path) throw new PatchError('empty file path');
-  if (isAbsolute(path) || /^[A-Za-z]:[\\/]/.test(path) || path.includes('\0')) {
+  // Control characters in a name hide it from listings and terminals (and break line-based tools).
+  if (/[\u0000-\u001f\u007f]/.test(path)) {
+    throw new PatchError(`path holds a control character: ${JSON.stringify(path)}`);
+  }
+  if (isAbsolute(path) || /^[A-Za-z]:[\\/]/.test(path)) {
     throw new PatchError(`path must be relative to the working directory: ${path}`);
   }
   const abs = resolve(root, path);
@@ -284,6 +288,9 @@ export async function applyPatch(patch, cwd) {
     const abs = await safePath(root, realRoot, op.path);
     if (op.type === 'add') {
       const before = await current(abs, op.path);
+      // Adding never overwrites: changing an existing file is an Update File.
+      if (before.content !== null)
+        throw new PatchError(`cannot add ${op.path}: the file exists (use Update File)`);
       set(abs, { content: op.contents, mode: before.mode });
       summary.added.push(op.path);
     } else if (op.type === 'delete') {

@@ -183,6 +183,33 @@ describe('apply_patch', () => {
     assert.ok(!existsSync(join(root, 'escape.txt')));
   });
 
+  it('Add File never overwrites an existing file, and refuses control characters in names', () => {
+    const d = dir({ 'keep.txt': 'original\n', 'old.txt': 'old\n' });
+    const over = applyPatch(d, wrap('*** Add File: keep.txt\n+replaced'));
+    assert.equal(over.code, 1);
+    assert.match(over.stderr, /cannot add keep\.txt: the file exists/);
+    assert.equal(read(d, 'keep.txt'), 'original\n', 'the file is untouched');
+    for (const name of ['evil\tname.txt', 'bell\u0007.txt', 'esc\u001b[31m.txt', 'del\u007f.txt']) {
+      const res = applyPatch(d, wrap(`*** Add File: ${name}\n+x`));
+      assert.equal(res.code, 1, JSON.stringify(name));
+      assert.match(res.stderr, /control character/);
+      assert.ok(!existsSync(join(d, name)));
+    }
+    const moved = applyPatch(
+      d,
+      wrap('*** Update File: old.txt\n*** Move to: new\u0001.txt\n@@\n-old\n+new'),
+    );
+    assert.equal(moved.code, 1);
+    assert.equal(read(d, 'old.txt'), 'old\n');
+    // Deleting first, then adding in the same patch, is a deliberate replacement.
+    const replaced = applyPatch(
+      d,
+      wrap('*** Delete File: keep.txt\n*** Add File: keep.txt\n+fresh'),
+    );
+    assert.equal(replaced.code, 0, replaced.stderr);
+    assert.equal(read(d, 'keep.txt'), 'fresh\n');
+  });
+
   it('explains malformed patches with the line, and usage errors with exit 2', () => {
     const d = dir({ 'a.txt': 'a\n' });
     const noBegin = applyPatch(d, '*** Add File: x\n+x\n*** End Patch');
