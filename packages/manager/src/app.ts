@@ -7,6 +7,7 @@ import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
 import { registerApiScope, type RouteTable } from './http/api-scope.js';
 import { registerConsole } from './http/console.js';
+import { registerOpenApi } from './http/openapi.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
 import { registerValidation } from './http/validation.js';
@@ -130,6 +131,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     () => deps.store.poolStats(),
     (error) => deps.logger.warn({ err: error }, 'store counts for metrics failed'),
   );
+  await registerOpenApi(app, { version: deps.config.build.version });
   const routes = await registerApiScope(app, auth, (api) => {
     metricsRoutes(api, storeGauges);
     runRoutes(api, ctx);
