@@ -226,7 +226,7 @@ export function applyChunks(original, chunks, shown) {
 async function safePath(root, realRoot, path) {
   if (!path) throw new PatchError('empty file path');
   // Control characters in a name hide it from listings and terminals (and break line-based tools).
-  if (/[\u0000-\u001f\u007f]/.test(path)) {
+  if ([...path].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f)) {
     throw new PatchError(`path holds a control character: ${JSON.stringify(path)}`);
   }
   if (isAbsolute(path) || /^[A-Za-z]:[\\/]/.test(path)) {
