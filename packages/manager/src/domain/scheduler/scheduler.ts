@@ -4,6 +4,7 @@ import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import type { Ctx } from '../context.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { claimBatch, startClaimed } from './claim.js';
+import { runJudges } from './judge.js';
 import { replaceLostRunners } from './replacement.js';
 import { requeueRetries, settleEnded } from './retry.js';
 import { nextDueAt } from './view.js';
@@ -63,6 +64,7 @@ export class Scheduler {
   async pass(): Promise<number> {
     await this.#step('settle', () => settleEnded(this.ctx));
     await this.#step('retries', () => requeueRetries(this.ctx));
+    await this.#step('judges', () => runJudges(this.ctx, this.deps));
     await this.#step('replacements', () =>
       replaceLostRunners(this.ctx, this.deps.runnerJobs, this.settings),
     );

@@ -1,0 +1,71 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { userTexts, type RecordedRequest } from '@svc/testkit';
+import { useE2E, waitFor } from './e2e-helpers.js';
+import { FAST_SCHEDULER } from './scheduler-helpers.js';
+
+/**
+ * The scheduler with real runners driving the real agent against a loopback provider: judge
+ * runs that send a task back with a suggestion, and a runner killed mid-turn replaced by itself.
+ */
+const rig = useE2E({ env: { ...FAST_SCHEDULER, SVC_REPLACEMENT_BACKOFF_MS: '500' } });
+
+const submit = async (body: Record<string, unknown>) => {
+  const res = await rig.e.t.api('POST', '/api/v1/queue/tasks', {
+    tenantId: 'tenant-a',
+    projectId: 'proj-1',
+    queue: 'main',
+    title: 'scheduled',
+    executionPolicy: { timeoutMs: 60_000 },
+    ...body,
+  });
+  assert.equal(res.status, 201, res.raw);
+  return res.body;
+};
+const task = async (taskId: string) =>
+  (await rig.e.t.api('GET', `/api/v1/queue/tasks/${taskId}`)).body;
+const lastUserText = (request: RecordedRequest) => userTexts(request).join('\n');
+
+describe('scheduler end to end', () => {
+  it('judges each attempt: a failing verdict with a suggestion retries with it, a pass completes', async () => {
+    const { e } = rig;
+    let judged = 0;
+    const answer = (request: RecordedRequest) => {
+      const text = lastUserText(request);
+      if (text.includes('"verdict"'))
+        return ++judged === 1
+          ? '{"verdict":"fail","suggestion":"Name the fruit: banana."}'
+          : '{"verdict":"pass"}';
+      return text.includes('banana') ? 'The fruit is banana.' : 'Some fruit.';
+    };
+    e.provider.enqueue(
+      ...Array.from({ length: 6 }, () => ({ kind: 'text' as const, text: answer })),
+    );
+    const submitted = await submit({
+      payload: { prompt: 'Name a fruit.' },
+      judge: { prompt: 'Check that the reply names the fruit banana.' },
+    });
+    const done = await waitFor(
+      'the judged task to complete',
+      async () => {
+        const shown = await task(submitted.taskId);
+        return shown.state === 'completed' && shown.judgeRuns.length === 2 ? shown : null;
+      },
+      120_000,
+    );
+    assert.equal(done.counters.attempts, 2);
+    const list = await e.t.api('GET', `/api/v1/queue/tasks/${submitted.taskId}/judge-runs`);
+    assert.equal(list.status, 200, list.raw);
+    const [first, second] = list.body.judgeRuns;
+    assert.equal(first.verdict, 'fail');
+    assert.equal(first.retrySuggestion, 'Name the fruit: banana.');
+    assert.equal(second.verdict, 'pass', JSON.stringify(list.body.judgeRuns));
+    assert.notEqual(first.attemptId, second.attemptId);
+    assert.equal(second.attemptId, done.latestAttempt.attemptId);
+    assert.ok(first.runId && first.commandId && first.sessionId);
+    assert.equal(done.scheduling.retryNote, 'Name the fruit: banana.');
+    // The second attempt's prompt carried the suggestion to the agent.
+    const prompts = e.provider.requestsOf().map(lastUserText);
+    assert.ok(prompts.some((p) => p.includes('Name a fruit.') && p.includes('banana')));
+  });
+});
