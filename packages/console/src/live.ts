@@ -7,8 +7,9 @@ import { api, authHeaders, failureOf, type ApiError, type EventEnvelope } from '
 export interface LiveEvents {
   events: EventEnvelope[];
   error: ApiError | null;
-  /** `stream` while the SSE connection is open, `poll` when falling back, `idle` before. */
-  mode: 'idle' | 'stream' | 'poll';
+  /** `stream` while the SSE connection is open, `poll` when falling back, `done` once the
+   * run ended and every event arrived, `idle` before. */
+  mode: 'idle' | 'stream' | 'poll' | 'done';
 }
 
 const POLL_MS = 1000;
@@ -23,17 +24,25 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
   });
 
-/** Parse complete `data:` frames out of an SSE buffer; returns the unparsed rest. */
-export function parseFrames(buffer: string, onData: (data: string) => void): string {
+/** Parse complete frames out of an SSE buffer (event name, data); returns the unparsed rest. */
+export function parseFrames(
+  buffer: string,
+  onFrame: (event: string, data: string) => void,
+): string {
   const frames = buffer.split(/\r?\n\r?\n/);
   const rest = frames.pop() ?? '';
   for (const frame of frames) {
-    const data = frame
-      .split(/\r?\n/)
+    const lines = frame.split(/\r?\n/);
+    const event =
+      lines
+        .find((line) => line.startsWith('event:'))
+        ?.slice(6)
+        .trim() ?? 'message';
+    const data = lines
       .filter((line) => line.startsWith('data:'))
       .map((line) => line.slice(5).replace(/^ /, ''))
       .join('\n');
-    if (data) onData(data);
+    if (data) onFrame(event, data);
   }
   return rest;
 }
@@ -44,7 +53,7 @@ async function stream(
   push: (events: EventEnvelope[]) => void,
   setMode: (mode: LiveEvents['mode']) => void,
   signal: AbortSignal,
-): Promise<'unsupported' | 'ended'> {
+): Promise<'unsupported' | 'ended' | 'finished'> {
   const response = await fetch(`/api/v1/runs/${encodeURIComponent(runId)}/events/stream`, {
     headers: {
       accept: 'text/event-stream',
@@ -64,10 +73,16 @@ async function stream(
   setMode('stream');
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
+  let finished = false;
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return 'ended';
-    buffer = parseFrames(buffer + value, (data) => {
+    if (done) return finished ? 'finished' : 'ended';
+    buffer = parseFrames(buffer + value, (event, data) => {
+      // `end`: the run is terminal and every event was sent; nothing more will come.
+      if (event === 'end') {
+        finished = true;
+        return;
+      }
       try {
         const parsed = JSON.parse(data) as EventEnvelope | { events?: EventEnvelope[] };
         if ('seq' in parsed) push([parsed]);
@@ -121,6 +136,7 @@ export function useRunEvents(runId: string | null): LiveEvents {
         try {
           const outcome = await stream(runId, () => lastSeq, push, setMode, signal);
           if (outcome === 'unsupported') return poll();
+          if (outcome === 'finished') return setMode('done');
           // The server ends a stream after its bounded lifetime: resume at once.
           wait = RESUME_MS;
         } catch (error) {

@@ -174,7 +174,9 @@ export function Timeline({ live }: { live: LiveEvents }) {
           ? '● live (server-sent events)'
           : live.mode === 'poll'
             ? '● live (polling)'
-            : '○ connecting…'}
+            : live.mode === 'done'
+              ? '■ run ended: every event shown'
+              : '○ connecting…'}
       </div>
     </div>
   );
