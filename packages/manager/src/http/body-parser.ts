@@ -10,7 +10,7 @@ declare module 'fastify' {
     /** `replace`: U+0000 in the body is kept for the domain to replace (event data). */
     nulInBody?: 'reject' | 'replace';
     /**
-     * Top-level body fields that carry a secret on purpose. `as-sent`: taken exactly as sent (a
+     * Body fields (dotted paths from the body, e.g. `runnerJob.transientEnv`) that carry a secret on purpose. `as-sent`: taken exactly as sent (a
      * credential being written; the domain keeps it out of every record). `no-shapes`: known
      * secrets are masked but token-shaped values are kept (a job's transient environment).
      */

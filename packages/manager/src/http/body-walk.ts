@@ -46,6 +46,8 @@ interface Pending {
   /** How strings below this point are treated. */
   mode: SecretFieldMode | 'scrub';
   into: Container;
+  /** Dotted object-key path from the body (`runnerJob.transientEnv`); null below an array. */
+  field: string | null;
 }
 
 function pathOf(node: Pending): string {
@@ -63,7 +65,9 @@ function pathOf(node: Pending): string {
  */
 export function cleanBody(root: unknown, options: CleanOptions): unknown {
   const holder: unknown[] = [undefined];
-  const stack: Pending[] = [{ value: root, parent: null, label: 0, mode: 'scrub', into: holder }];
+  const stack: Pending[] = [
+    { value: root, parent: null, label: 0, mode: 'scrub', into: holder, field: '' },
+  ];
   const text = (s: string, mode: Pending['mode'], where: () => string): string => {
     if (!options.keepNul && s.includes('\u0000'))
       throw new ServiceError('schema-invalid', `U+0000 is not allowed in requests (at ${where()})`);
@@ -80,17 +84,20 @@ export function cleanBody(root: unknown, options: CleanOptions): unknown {
     } else if (Array.isArray(value)) {
       const list: unknown[] = new Array<unknown>(value.length);
       for (let i = 0; i < value.length; i++)
-        stack.push({ value: value[i], parent: node, label: i, mode, into: list });
+        stack.push({ value: value[i], parent: node, label: i, mode, into: list, field: null });
       out = list;
     } else if (value !== null && typeof value === 'object') {
       const object: Record<string, unknown> = {};
       for (const [rawKey, child] of Object.entries(value)) {
         if (rawKey === '__proto__') continue;
         const name = text(rawKey, mode, () => `${pathOf(node)}.<key>`);
-        const declared = Object.hasOwn(options.secretFields, rawKey)
-          ? options.secretFields[rawKey]
-          : undefined;
-        const childMode = node.parent === null ? (declared ?? mode) : mode;
+        const field =
+          node.field === null ? null : node.field === '' ? rawKey : `${node.field}.${rawKey}`;
+        const declared =
+          field !== null && Object.hasOwn(options.secretFields, field)
+            ? options.secretFields[field]
+            : undefined;
+        const childMode = declared ?? mode;
         // Own data properties in document order; filled in when the child is visited.
         Object.defineProperty(object, name, {
           value: undefined,
@@ -98,7 +105,14 @@ export function cleanBody(root: unknown, options: CleanOptions): unknown {
           writable: true,
           configurable: true,
         });
-        stack.push({ value: child, parent: node, label: name, mode: childMode, into: object });
+        stack.push({
+          value: child,
+          parent: node,
+          label: name,
+          mode: childMode,
+          into: object,
+          field,
+        });
       }
       out = object;
     }

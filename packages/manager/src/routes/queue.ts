@@ -94,6 +94,8 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
     `${BASE}/tasks/:taskId/dispatch`,
     {
       ...optionalBody,
+      // The job's transient environment is checked (token-shaped values refused), not scrubbed.
+      config: { secretFields: { 'runnerJob.transientEnv': 'no-shapes' } },
       schema: {
         params: TaskParams,
         body: DispatchBody,

@@ -115,6 +115,7 @@ export function sessionRoutes(app: App, ctx: Ctx, deps: SessionDeps & SendDeps):
   app.post(
     '/api/v1/sessions/:sessionId/send',
     {
+      config: { secretFields: { 'runnerJob.transientEnv': 'no-shapes' } },
       schema: {
         params: SessionParams,
         body: SendBody,
