@@ -48,6 +48,8 @@ export interface RequestOptions {
   timeoutMs?: number;
   signal?: AbortSignal;
   query?: Record<string, string | number | boolean | undefined>;
+  /** Extra request headers (for example the runner's `x-lease-token`). */
+  headers?: Record<string, string>;
 }
 
 const NO_RETRY: RetryPolicy = { attempts: 1, baseDelayMs: 0, maxDelayMs: 0 };
@@ -113,6 +115,7 @@ export class ApiClient {
           accept: 'application/json',
           ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
           ...(this.#token ? { authorization: `Bearer ${this.#token}` } : {}),
+          ...options.headers,
         },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         signal: AbortSignal.any(signals),

@@ -148,10 +148,15 @@ describe('crash recovery', { skip }, () => {
     let manager = start();
     await waitForHttp(`${base}/health/readiness`);
 
-    const call = async (method: string, path: string, body?: unknown) => {
+    const call = async (
+      method: string,
+      path: string,
+      body?: unknown,
+      headers: Record<string, string> = {},
+    ) => {
       const response = await fetch(`${base}${path}`, {
         method,
-        headers: body ? { 'content-type': 'application/json' } : {},
+        headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
         ...(body ? { body: JSON.stringify(body) } : {}),
       });
       return { status: response.status, body: (await response.json()) as any };
@@ -160,11 +165,10 @@ describe('crash recovery', { skip }, () => {
       Array.from({ length: 4 }, async (_, i) => {
         const run = await call('POST', '/api/v1/runs', runBody());
         const runnerId = `rnr-crash${i}xx`;
-        assert.equal(
-          (await call('POST', `/api/v1/runs/${run.body.runId}/claim`, { runnerId })).status,
-          200,
-        );
-        return { runId: run.body.runId as string, runnerId, acked: [] as number[] };
+        const claim = await call('POST', `/api/v1/runs/${run.body.runId}/claim`, { runnerId });
+        assert.equal(claim.status, 200);
+        const leaseToken = claim.body.leaseToken as string;
+        return { runId: run.body.runId as string, runnerId, leaseToken, acked: [] as number[] };
       }),
     );
 
@@ -180,10 +184,12 @@ describe('crash recovery', { skip }, () => {
         // Retry the same batch (same keys) until the manager acknowledges it.
         for (;;) {
           try {
-            const response = await call('POST', `/api/v1/runs/${r.runId}/events`, {
-              runnerId: r.runnerId,
-              events,
-            });
+            const response = await call(
+              'POST',
+              `/api/v1/runs/${r.runId}/events`,
+              { runnerId: r.runnerId, events },
+              { 'x-lease-token': r.leaseToken },
+            );
             if (response.status === 200) {
               r.acked.push(b);
               break;

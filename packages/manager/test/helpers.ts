@@ -180,51 +180,74 @@ export async function createSession(
 
 /** A runner speaking the runner-facing API, as a runner process would. */
 export class TestRunner {
+  /** The lease token of this runner's last granted claim (sent as `x-lease-token`). */
+  leaseToken: string | null = null;
+
   constructor(
     private readonly t: TestManager,
     readonly runnerId: string,
     readonly runId: string,
   ) {}
 
-  claim(mode: 'ordinary' | 'replacement' = 'ordinary') {
-    return this.t.api('POST', `/api/v1/runs/${this.runId}/claim`, {
+  private fenced(): Record<string, string> {
+    return this.leaseToken ? { 'x-lease-token': this.leaseToken } : {};
+  }
+
+  async claim(mode: 'ordinary' | 'replacement' = 'ordinary') {
+    const response = await this.t.api('POST', `/api/v1/runs/${this.runId}/claim`, {
       runnerId: this.runnerId,
       mode,
     });
+    if (response.status === 200)
+      this.leaseToken = (response.body as { leaseToken: string }).leaseToken;
+    return response;
   }
   heartbeat(extra: Record<string, unknown> = {}) {
-    return this.t.api('PATCH', `/api/v1/runs/${this.runId}/lease`, {
-      runnerId: this.runnerId,
-      ...extra,
-    });
+    return this.t.api(
+      'PATCH',
+      `/api/v1/runs/${this.runId}/lease`,
+      { runnerId: this.runnerId, ...extra },
+      this.fenced(),
+    );
   }
   poll(afterSeq = 0, waitMs = 0) {
     return this.t.api(
       'GET',
       `/api/v1/runs/${this.runId}/commands?afterSeq=${afterSeq}&runnerId=${this.runnerId}&waitMs=${waitMs}`,
+      undefined,
+      this.fenced(),
     );
   }
   ack(commandId: string) {
-    return this.t.api('POST', `/api/v1/commands/${commandId}/ack`, { runnerId: this.runnerId });
+    return this.t.api(
+      'POST',
+      `/api/v1/commands/${commandId}/ack`,
+      { runnerId: this.runnerId },
+      this.fenced(),
+    );
   }
   append(events: unknown[]) {
-    return this.t.api('POST', `/api/v1/runs/${this.runId}/events`, {
-      runnerId: this.runnerId,
-      events,
-    });
+    return this.t.api(
+      'POST',
+      `/api/v1/runs/${this.runId}/events`,
+      { runnerId: this.runnerId, events },
+      this.fenced(),
+    );
   }
   finish(commandId: string, state: string, extra: Record<string, unknown> = {}) {
-    return this.t.api('PATCH', `/api/v1/commands/${commandId}/status`, {
-      runnerId: this.runnerId,
-      state,
-      ...extra,
-    });
+    return this.t.api(
+      'PATCH',
+      `/api/v1/commands/${commandId}/status`,
+      { runnerId: this.runnerId, state, ...extra },
+      this.fenced(),
+    );
   }
   runStatus(state: string, extra: Record<string, unknown> = {}) {
-    return this.t.api('PATCH', `/api/v1/runs/${this.runId}/status`, {
-      runnerId: this.runnerId,
-      state,
-      ...extra,
-    });
+    return this.t.api(
+      'PATCH',
+      `/api/v1/runs/${this.runId}/status`,
+      { runnerId: this.runnerId, state, ...extra },
+      this.fenced(),
+    );
   }
 }

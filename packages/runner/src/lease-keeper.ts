@@ -44,10 +44,10 @@ export class LeaseKeeper {
         if (Date.now() + retryAfter > deadline)
           throw new RunnerStop(
             'lease-lost',
-            `run is still leased by ${String(error.details?.['owner'])}; gave up waiting`,
+            `run is still leased by another runner; gave up waiting`,
           );
         this.log.info('waiting for the previous runner lease to expire', {
-          owner: error.details?.['owner'],
+          leaseExpiresAt: error.details?.['leaseExpiresAt'],
           retryAfterMs: retryAfter,
         });
         await new Promise((r) => setTimeout(r, Math.min(Math.max(retryAfter, 100), 5000)));

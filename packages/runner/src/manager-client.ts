@@ -20,6 +20,8 @@ import {
  */
 export class ManagerClient {
   readonly api: ApiClient;
+  /** From the last granted claim; proves lease ownership on every fenced call. */
+  #leaseToken: string | null = null;
 
   constructor(
     baseUrl: string,
@@ -38,13 +40,23 @@ export class ManagerClient {
     return this.api.request('POST', '/api/v1/runners/register', body, { retry: true });
   }
 
-  claim(runnerId: string, attemptId: string | null): Promise<ClaimResponse> {
-    return this.api.request(
+  async claim(runnerId: string, attemptId: string | null): Promise<ClaimResponse> {
+    const granted = await this.api.request<ClaimResponse>(
       'POST',
       `/api/v1/runs/${this.runId}/claim`,
       { runnerId, attemptId, mode: 'replacement' },
       { retry: true },
     );
+    this.#leaseToken = granted.leaseToken;
+    return granted;
+  }
+
+  /** Options of a lease-fenced call: retried, with the lease token header once claimed. */
+  #fenced(): { retry: true; headers: Record<string, string> } {
+    return {
+      retry: true,
+      headers: this.#leaseToken ? { 'x-lease-token': this.#leaseToken } : {},
+    };
   }
 
   heartbeat(
@@ -60,7 +72,7 @@ export class ManagerClient {
           ? { lastActivityAt: new Date(activity.at).toISOString(), lastActivityKind: activity.kind }
           : {}),
       },
-      { retry: true },
+      this.#fenced(),
     );
   }
 
@@ -71,7 +83,7 @@ export class ManagerClient {
     signal?: AbortSignal,
   ): Promise<PollResponse> {
     return this.api.request('GET', `/api/v1/runs/${this.runId}/commands`, undefined, {
-      retry: true,
+      ...this.#fenced(),
       timeoutMs: waitMs + 15_000,
       query: { runnerId, afterSeq, waitMs, limit: 50 },
       ...(signal ? { signal } : {}),
@@ -83,12 +95,12 @@ export class ManagerClient {
       'POST',
       `/api/v1/commands/${commandId}/ack`,
       { runnerId },
-      { retry: true },
+      this.#fenced(),
     );
   }
 
   commandStatus(commandId: string, body: CommandStatusBody): Promise<Command> {
-    return this.api.request('PATCH', `/api/v1/commands/${commandId}/status`, body, { retry: true });
+    return this.api.request('PATCH', `/api/v1/commands/${commandId}/status`, body, this.#fenced());
   }
 
   append(runnerId: string, events: EventInput[]): Promise<EventAppendResponse> {
@@ -96,12 +108,12 @@ export class ManagerClient {
       'POST',
       `/api/v1/runs/${this.runId}/events`,
       { runnerId, events },
-      { retry: true },
+      this.#fenced(),
     );
   }
 
   runStatus(body: RunStatusBody): Promise<Run> {
-    return this.api.request('PATCH', `/api/v1/runs/${this.runId}/status`, body, { retry: true });
+    return this.api.request('PATCH', `/api/v1/runs/${this.runId}/status`, body, this.#fenced());
   }
 
   refreshSessionStorage(

@@ -51,6 +51,8 @@ export type LeaseGrant = Static<typeof LeaseGrant>;
 export const ClaimResponse = Type.Object({
   run: Run,
   lease: LeaseGrant,
+  /** Sent back as header `x-lease-token` on every lease-fenced call; only its hash is stored. */
+  leaseToken: Type.String(),
   recovered: Type.Boolean(),
   previousOwner: Nullable(Type.String()),
   lastSeq: Type.Integer(),

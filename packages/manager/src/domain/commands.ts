@@ -195,9 +195,14 @@ export async function cancelCommand(
 }
 
 /** Runner acknowledgement: accepted/delivered -> confirmed, and the run claimed -> running. */
-export async function ackCommand(ctx: Ctx, commandId: string, runnerId: string): Promise<Command> {
+export async function ackCommand(
+  ctx: Ctx,
+  commandId: string,
+  runnerId: string,
+  leaseToken: string | undefined,
+): Promise<Command> {
   const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
-    assertLeaseOwner(run, runnerId);
+    assertLeaseOwner(run, runnerId, leaseToken);
     if (command.state === 'confirmed' && command.runner_id === runnerId) return command;
     // A replacement runner (now the lease owner) takes over a command its predecessor had
     // acknowledged and never finished.
@@ -238,13 +243,14 @@ export async function reportCommandStatus(
   ctx: Ctx,
   commandId: string,
   body: CommandStatusBody,
+  leaseToken: string | undefined,
 ): Promise<Command> {
   const state = body.state;
-  if (state === 'running') return reportProgress(ctx, commandId, body);
+  if (state === 'running') return reportProgress(ctx, commandId, body, leaseToken);
   const failureKind = normalizeOutcome(state, body.failureKind);
   const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
     if (isTerminalCommand(command.state)) return command;
-    assertLeaseOwner(run, body.runnerId);
+    assertLeaseOwner(run, body.runnerId, leaseToken);
     if (state === 'completed' && command.state !== 'confirmed') {
       throw new ServiceError(
         'state-conflict',
@@ -283,10 +289,11 @@ async function reportProgress(
   ctx: Ctx,
   commandId: string,
   body: CommandStatusBody,
+  leaseToken: string | undefined,
 ): Promise<Command> {
   const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
     if (isTerminalCommand(command.state)) return command;
-    assertLeaseOwner(run, body.runnerId);
+    assertLeaseOwner(run, body.runnerId, leaseToken);
     if (command.state !== 'confirmed') {
       throw new ServiceError(
         'state-conflict',

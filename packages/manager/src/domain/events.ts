@@ -21,6 +21,7 @@ export async function appendEvents(
   ctx: Ctx,
   runId: string,
   body: EventAppendBody,
+  leaseToken: string | undefined,
 ): Promise<EventAppendResponse> {
   if (body.events.some((e) => e.category === 'terminal_status')) {
     throw new ServiceError(
@@ -41,7 +42,7 @@ export async function appendEvents(
   ];
   const result = await ctx.db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, runId);
-    assertLeaseOwner(run, body.runnerId);
+    assertLeaseOwner(run, body.runnerId, leaseToken);
     const known = await commandIdsOfRun(trx, runId, referenced);
     const unknown = referenced.filter((id) => !known.has(id));
     if (unknown.length > 0)

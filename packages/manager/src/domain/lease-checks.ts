@@ -1,19 +1,40 @@
 import { ServiceError } from '@svc/contracts';
 import type { RunRow } from '../store/runs.js';
 import { iso } from '../store/json.js';
+import { sameHash, tokenHash } from './caller-tokens.js';
 
 /**
- * Fencing: only the runner named as lease owner may write to a run. An expired lease that
- * nobody took over still belongs to its owner (it may be slow, not dead); once another runner
- * claims, the old owner's writes are refused.
+ * Fencing: only the holder of the current lease may write to a run. The holder proves it with
+ * the lease token its claim returned (a runnerId is public: it shows in events and listings),
+ * so the check is the stored token hash, plus the runnerId the caller names. An expired lease
+ * that nobody took over still belongs to its holder (it may be slow, not dead); once anyone
+ * claims again, a fresh token is minted and the old one is refused.
  */
-export function assertLeaseOwner(run: RunRow, runnerId: string): void {
-  if (run.lease_owner === runnerId) return;
-  throw new ServiceError(
+export function assertLeaseOwner(
+  run: RunRow,
+  runnerId: string,
+  leaseToken: string | undefined,
+): void {
+  if (
+    run.lease_owner === runnerId &&
+    run.lease_token_hash !== null &&
+    leaseToken !== undefined &&
+    sameHash(tokenHash(leaseToken), run.lease_token_hash)
+  )
+    return;
+  throw leaseConflict(run);
+}
+
+/**
+ * The refusal names neither the holder nor any token: a caller without the lease learns only
+ * that it does not hold it, and when the lease runs out.
+ */
+export function leaseConflict(run: RunRow): ServiceError {
+  return new ServiceError(
     'runner-lease-conflict',
     run.lease_owner
-      ? `run ${run.run_id} is leased by another runner`
-      : `run ${run.run_id} has not been claimed by runner ${runnerId}`,
-    { owner: run.lease_owner, leaseExpiresAt: iso(run.lease_expires_at), runnerId },
+      ? `run ${run.run_id} is not leased to this caller (send the x-lease-token its claim returned)`
+      : `run ${run.run_id} has not been claimed`,
+    { leaseExpiresAt: iso(run.lease_expires_at) },
   );
 }

@@ -13,11 +13,16 @@ import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';
  * its terminal_status event. `completed` is refused while commands are unfinished: the runner
  * must serve them (or report a failure) before it may close the run.
  */
-export async function reportRunStatus(ctx: Ctx, runId: string, body: RunStatusBody): Promise<Run> {
+export async function reportRunStatus(
+  ctx: Ctx,
+  runId: string,
+  body: RunStatusBody,
+  leaseToken: string | undefined,
+): Promise<Run> {
   const row = await ctx.db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, runId);
     if (isTerminalRun(run.state)) return run;
-    assertLeaseOwner(run, body.runnerId);
+    assertLeaseOwner(run, body.runnerId, leaseToken);
     if (body.state === 'running') {
       return trx
         .updateTable('runs')

@@ -25,7 +25,8 @@ import { runWakeKey } from '../store/wakeups.js';
 import { leaseClaims, leaseExpiries, leaseTakeovers } from '../metrics/registry.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
-import { assertLeaseOwner } from './lease-checks.js';
+import { mintLeaseToken, tokenHash } from './caller-tokens.js';
+import { assertLeaseOwner, leaseConflict } from './lease-checks.js';
 import { toCommand, toRun } from './records.js';
 import { getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
 
@@ -79,6 +80,9 @@ export async function registerRunner(
  */
 export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promise<ClaimResponse> {
   const ttl = ctx.config.leaseTtlMs;
+  // Every grant, even to the same runner again, gets a fresh token: an earlier claim's token
+  // (a duplicate or restarted process using the same runnerId) is fenced out from here on.
+  const leaseToken = mintLeaseToken();
   const outcome = await ctx.db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, runId);
     if (isTerminalRun(run.state))
@@ -141,6 +145,7 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
         lease_expires_at: sql`now() + make_interval(secs => ${ttl / 1000})`,
         heartbeat_at: sql`now()`,
         lease_epoch: epoch,
+        lease_token_hash: tokenHash(leaseToken),
         state: run.state === 'pending' ? 'claimed' : run.state,
         claimed_at: run.claimed_at ?? sql`now()`,
         updated_at: sql`now()`,
@@ -155,11 +160,11 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
     leaseClaims.inc({ outcome: 'conflict' });
     const run = outcome.conflict;
     const expiresAt = run.lease_expires_at ? new Date(run.lease_expires_at) : null;
+    // The holder's runnerId is not told: the waiting claimer needs only when to try again.
     throw new ServiceError(
       'runner-lease-conflict',
-      `run ${runId} is leased by ${run.lease_owner} until ${iso(expiresAt)}`,
+      `run ${runId} is leased by another runner until ${iso(expiresAt)}`,
       {
-        owner: run.lease_owner,
         leaseExpiresAt: iso(expiresAt),
         retryAfterMs: expiresAt ? Math.max(0, expiresAt.getTime() - outcome.now.getTime()) + 50 : 0,
       },
@@ -175,6 +180,7 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
   return {
     run: toRun(run, outcome.now),
     lease: leaseGrant(run, ttl),
+    leaseToken,
     recovered: outcome.previousOwner !== null,
     previousOwner: outcome.previousOwner,
     lastSeq: run.last_seq,
@@ -192,7 +198,12 @@ function leaseGrant(run: RunRow, ttlMs: number) {
 }
 
 /** Heartbeat: extends the lease of its owner and hands back the run's control signals. */
-export async function heartbeat(ctx: Ctx, runId: string, body: LeaseBody): Promise<LeaseResponse> {
+export async function heartbeat(
+  ctx: Ctx,
+  runId: string,
+  body: LeaseBody,
+  leaseToken: string | undefined,
+): Promise<LeaseResponse> {
   const ttl = ctx.config.leaseTtlMs;
   const activity = body.lastActivityAt ? new Date(body.lastActivityAt) : null;
   const updated = await ctx.db
@@ -211,13 +222,11 @@ export async function heartbeat(ctx: Ctx, runId: string, body: LeaseBody): Promi
     } as never)
     .where('run_id', '=', runId)
     .where('lease_owner', '=', body.runnerId)
+    // Fenced in the same statement: a token never issued cannot match any stored hash.
+    .where('lease_token_hash', '=', tokenHash(leaseToken ?? ''))
     .returningAll()
     .executeTakeFirst();
-  if (!updated) {
-    const run = await getRunRow(ctx, runId);
-    assertLeaseOwner(run, body.runnerId);
-    throw new ServiceError('runner-lease-conflict', `lease of run ${runId} could not be extended`);
-  }
+  if (!updated) throw leaseConflict(await getRunRow(ctx, runId));
   return { lease: leaseGrant(updated, ttl), control: await controlSignals(ctx.db, updated) };
 }
 
@@ -238,13 +247,14 @@ export async function pollCommands(
   ctx: Ctx,
   runId: string,
   query: PollQuery,
+  leaseToken: string | undefined,
   signal?: AbortSignal,
 ): Promise<PollResponse> {
   const afterSeq = query.afterSeq ?? 0;
   const limit = query.limit ?? 20;
   const waitMs = Math.min(query.waitMs ?? 0, ctx.config.pollWaitMaxMs);
   const initial = await getRunRow(ctx, runId);
-  if (query.runnerId) assertLeaseOwner(initial, query.runnerId);
+  if (query.runnerId) assertLeaseOwner(initial, query.runnerId, leaseToken);
   // Subscribe before reading, so a command committed between the read and the wait still wakes us.
   const stop = new AbortController();
   const abort = () => stop.abort();

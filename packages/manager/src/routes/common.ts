@@ -30,6 +30,14 @@ export const RUNNER = { access: 'runner' } as const;
 /** Error responses of every route: the response schema decides what is serialized. */
 export const errors = { '4xx': ErrorBody, '5xx': ErrorBody } as const;
 
+/** The lease token a runner sends back on lease-fenced calls (absent when not sent). */
+export function leaseTokenOf(request: {
+  headers: Record<string, string | string[] | undefined>;
+}): string | undefined {
+  const value = request.headers['x-lease-token'];
+  return typeof value === 'string' && value.length > 0 ? value : undefined;
+}
+
 /** An AbortSignal that fires when the client goes away (ends long-polls early). */
 export function clientGone(request: {
   raw: { once(event: 'close', fn: () => void): unknown };

@@ -12,7 +12,7 @@ import {
 import type { Ctx } from '../domain/context.js';
 import { appendEvents } from '../domain/events.js';
 import { waitForEvents, waitForResult } from '../domain/waits.js';
-import { clientGone, errors, RUNNER, RunParams, type App } from './common.js';
+import { clientGone, errors, leaseTokenOf, RUNNER, RunParams, type App } from './common.js';
 
 const EventsQuery = Type.Object(
   {
@@ -58,7 +58,7 @@ export function eventRoutes(app: App, ctx: Ctx): void {
       // Agent output may hold U+0000; the domain replaces it and flags the event.
       config: { ...RUNNER, nulInBody: 'replace' },
     },
-    async (request) => appendEvents(ctx, request.params.runId, request.body),
+    async (request) => appendEvents(ctx, request.params.runId, request.body, leaseTokenOf(request)),
   );
 
   app.get(

@@ -18,7 +18,15 @@ import type { Ctx } from '../domain/context.js';
 import { reportRunStatus } from '../domain/run-status.js';
 import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runners.js';
 import { openWaits } from '../metrics/registry.js';
-import { clientGone, CommandParams, errors, RUNNER, RunParams, type App } from './common.js';
+import {
+  clientGone,
+  CommandParams,
+  errors,
+  leaseTokenOf,
+  RUNNER,
+  RunParams,
+  type App,
+} from './common.js';
 
 /**
  * The runner-facing API: register, claim, heartbeat, poll, ack, command and run status. Each
@@ -52,7 +60,7 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
       logLevel: 'debug',
       schema: { params: RunParams, body: LeaseBody, response: { 200: LeaseResponse, ...errors } },
     },
-    async (request) => heartbeat(ctx, request.params.runId, request.body),
+    async (request) => heartbeat(ctx, request.params.runId, request.body, leaseTokenOf(request)),
   );
 
   app.get(
@@ -70,7 +78,13 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
       const waiting = (request.query.waitMs ?? 0) > 0;
       if (waiting) openWaits.inc({ kind: 'runner' });
       try {
-        return await pollCommands(ctx, request.params.runId, request.query, clientGone(request));
+        return await pollCommands(
+          ctx,
+          request.params.runId,
+          request.query,
+          leaseTokenOf(request),
+          clientGone(request),
+        );
       } finally {
         if (waiting) openWaits.dec({ kind: 'runner' });
       }
@@ -83,7 +97,8 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
       config: RUNNER,
       schema: { params: RunParams, body: RunStatusBody, response: { 200: Run, ...errors } },
     },
-    async (request) => reportRunStatus(ctx, request.params.runId, request.body),
+    async (request) =>
+      reportRunStatus(ctx, request.params.runId, request.body, leaseTokenOf(request)),
   );
 
   app.post(
@@ -92,7 +107,8 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
       config: RUNNER,
       schema: { params: CommandParams, body: AckBody, response: { 200: Command, ...errors } },
     },
-    async (request) => ackCommand(ctx, request.params.commandId, request.body.runnerId),
+    async (request) =>
+      ackCommand(ctx, request.params.commandId, request.body.runnerId, leaseTokenOf(request)),
   );
 
   app.patch(
@@ -105,6 +121,7 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
         response: { 200: Command, ...errors },
       },
     },
-    async (request) => reportCommandStatus(ctx, request.params.commandId, request.body),
+    async (request) =>
+      reportCommandStatus(ctx, request.params.commandId, request.body, leaseTokenOf(request)),
   );
 }
