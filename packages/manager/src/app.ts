@@ -8,6 +8,7 @@ import { assertProfileUsable } from './domain/profiles/status.js';
 import { registerApiScope, type RouteTable } from './http/api-scope.js';
 import { registerConsole } from './http/console.js';
 import { registerOpenApi } from './http/openapi.js';
+import { DrainState } from './http/drain.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
 import { registerValidation } from './http/validation.js';
@@ -50,6 +51,8 @@ export interface AppDeps {
   hooks?: Partial<DomainHooks>;
   /** The scheduler loop of this replica, as its API read shows it. */
   loopState?: () => LoopState;
+  /** Graceful shutdown state (readiness, connection handling); a fresh one when absent. */
+  drain?: DrainState;
 }
 
 export interface BuiltApp {
@@ -80,6 +83,8 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     reply.header('x-request-id', request.id);
   });
   registerHttpMetrics(app);
+  const drain = deps.drain ?? new DrainState();
+  drain.register(app);
   registerValidation(app);
   registerBodyParsing(app, deps.redactor);
   registerErrorHandling(app);
@@ -161,6 +166,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   healthRoutes(app, {
     config: deps.config,
     store: deps.store,
+    draining: () => drain.draining,
     redactedValueCount: () => deps.redactor.size,
     extra: () =>
       Promise.resolve({

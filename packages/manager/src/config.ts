@@ -66,6 +66,10 @@ export interface ManagerConfig {
   leaseTtlMs: number;
   heartbeatIntervalMs: number;
   pollWaitMaxMs: number;
+  /** SIGTERM: serve this long while unready (the Service drops the replica), then drain. */
+  drainDelayMs: number;
+  /** SIGTERM: wait at most this long for requests in flight before closing. */
+  drainTimeoutMs: number;
   commandTtlMs: number;
   maintenanceIntervalMs: number;
   /** Events aggregated per result call before eventsCapped (DESIGN: 50,000). */
@@ -207,6 +211,8 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     leaseTtlMs: r.int('SVC_LEASE_TTL_MS', 30_000, { min: 1000 }),
     heartbeatIntervalMs: r.int('SVC_HEARTBEAT_INTERVAL_MS', 10_000, { min: 100 }),
     pollWaitMaxMs: r.int('SVC_POLL_WAIT_MAX_MS', 20_000, { min: 0, max: 30_000 }),
+    drainDelayMs: r.int('SVC_DRAIN_DELAY_MS', 5_000, { min: 0, max: 120_000 }),
+    drainTimeoutMs: r.int('SVC_DRAIN_TIMEOUT_MS', 25_000, { min: 0, max: 600_000 }),
     commandTtlMs: r.int('SVC_COMMAND_TTL_MS', 15 * 60_000, { min: 1000 }),
     maintenanceIntervalMs: r.int('SVC_MAINTENANCE_INTERVAL_MS', 10_000, { min: 100 }),
     resultEventCap: r.int('SVC_RESULT_EVENT_CAP', RESULT_AGGREGATION_CAP, {

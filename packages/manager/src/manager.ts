@@ -19,6 +19,7 @@ import { loadCatalog } from './domain/runner-jobs/images.js';
 import { recordPhase, type RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
 import type { RunnerJobPhase } from '@svc/contracts';
 import { Scheduler } from './domain/scheduler/scheduler.js';
+import { DrainState } from './http/drain.js';
 
 export interface RunningManager extends BuiltApp {
   url: string;
@@ -31,6 +32,11 @@ export interface RunningManager extends BuiltApp {
   sessionGc: Maintenance;
   /** This replica's scheduler loop (absent with SVC_SCHEDULER=off). */
   scheduler: Scheduler | undefined;
+  /**
+   * Graceful shutdown (SIGTERM): unready at once, keep serving for the drain delay, release
+   * long-polls, wait for requests in flight (bounded), then close.
+   */
+  drain(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -93,7 +99,9 @@ export async function startManager(
     workReady: () => workReady,
   };
   let scheduler: Scheduler | undefined;
+  const drainState = new DrainState();
   const built = await buildApp({
+    drain: drainState,
     loopState: () => ({
       enabled: scheduler !== undefined,
       instanceId: config.instanceId,
@@ -154,6 +162,16 @@ export async function startManager(
     scheduler.start();
   }
   let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      await scheduler?.stop();
+      await maintenance.stop();
+      await gc.stop();
+      await masks.stop();
+      await built.app.close();
+      await launcher.close();
+      await store.close();
+    })());
   return {
     ...built,
     url,
@@ -165,15 +183,17 @@ export async function startManager(
     maintenance,
     sessionGc: gc,
     scheduler,
-    close: () =>
-      (closing ??= (async () => {
-        await scheduler?.stop();
-        await maintenance.stop();
-        await gc.stop();
-        await masks.stop();
-        await built.app.close();
-        await launcher.close();
-        await store.close();
-      })()),
+    close,
+    async drain() {
+      drainState.begin();
+      logger.info({ delayMs: config.drainDelayMs }, 'draining: readiness false');
+      // The scheduler stops taking work at once; another replica's picks it up.
+      await scheduler?.stop();
+      await new Promise((resolve) => setTimeout(resolve, config.drainDelayMs));
+      store.wakeups.releaseAll();
+      await drainState.idle(config.drainTimeoutMs);
+      logger.info('drained: closing');
+      await close();
+    },
   };
 }

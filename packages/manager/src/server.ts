@@ -14,7 +14,8 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     manager.logger.info({ signal }, 'shutting down');
-    manager.close().then(
+    // SIGTERM (a rolling restart, a node drain) drains first; SIGINT (a terminal) closes now.
+    (signal === 'SIGTERM' ? manager.drain() : manager.close()).then(
       () => process.exit(0),
       () => process.exit(1),
     );

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
-import { ServiceError } from '@svc/contracts';
+import type { ServiceError } from '@svc/contracts';
 import { FakeKube } from '@svc/testkit';
 import { createKubeApis, kubeFailure } from '../src/launcher/kube-api.js';
 import { KubernetesLauncher } from '../src/launcher/kubernetes.js';

@@ -119,7 +119,7 @@ function causeText(error: unknown): string {
       parts.push(`${current.name} ${current.message} ${(current as { code?: string }).code ?? ''}`);
       current = current.cause;
     } else {
-      parts.push(String(current));
+      parts.push(typeof current === 'string' ? current : JSON.stringify(current));
       break;
     }
   }
@@ -144,6 +144,12 @@ function statusBody(error: unknown): { reason?: unknown; message?: unknown } | n
   }
 }
 
+/** The `message` of a Kubernetes Status body, or ''. */
+function statusMessage(error: unknown): string {
+  const message = statusBody(error)?.message;
+  return typeof message === 'string' ? message : '';
+}
+
 /** The `reason` of a Kubernetes Status body (AlreadyExists, Conflict, NotFound…), if any. */
 export function statusReason(error: unknown): string | null {
   const reason = statusBody(error)?.reason;
@@ -165,7 +171,7 @@ export type KubeRefusal =
 /** What kind of refusal an API failure is, for an operator to act on. */
 export function refusalOf(error: unknown): KubeRefusal {
   if (!(error instanceof ApiException)) return timedOut(error) ? 'timeout' : 'unreachable';
-  const message = String(statusBody(error)?.message ?? '');
+  const message = statusMessage(error);
   if (/exceeded quota|quota/i.test(message)) return 'quota-exceeded';
   if (
     /admission webhook|denied the request|violates PodSecurity|LimitRange|admission/i.test(message)
@@ -202,7 +208,7 @@ export function kubeFailure(error: unknown, action: string): ServiceError {
   const refusal = refusalOf(error);
   if (error instanceof ApiException) {
     const reason = statusReason(error);
-    const said = String(statusBody(error)?.message ?? '').slice(0, 300);
+    const said = statusMessage(error).slice(0, 300);
     return new ServiceError(
       'infra-failed',
       `Kubernetes API: ${action} failed with HTTP ${error.code}${reason ? ` ${reason}` : ''}: ` +

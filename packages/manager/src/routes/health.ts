@@ -8,6 +8,7 @@ const Health = Type.Object({
   status: Type.String(),
   serviceId: Type.String(),
   ready: Type.Boolean(),
+  draining: Type.Boolean(),
   store: Type.Object({ kind: Type.String(), reachable: Type.Boolean() }),
   migrations: Type.Object({
     applied: Type.Integer(),
@@ -33,6 +34,8 @@ const Health = Type.Object({
 export interface HealthSources {
   config: ManagerConfig;
   store: Store;
+  /** True once SIGTERM began a graceful shutdown: the replica is no longer ready. */
+  draining: () => boolean;
   redactedValueCount: () => number;
   /** Summaries other layers add (launcher, work-ready tools); never secret values. */
   extra: () => Promise<Record<string, unknown>>;
@@ -45,10 +48,12 @@ export function healthRoutes(app: App, sources: HealthSources): void {
     const migrations = reachable ? await migrationState(sources.store.db).catch(() => null) : null;
     const upToDate = migrations?.upToDate ?? false;
     const { config } = sources;
+    const draining = sources.draining();
     return {
-      status: reachable && upToDate ? 'ok' : 'degraded',
+      status: draining ? 'draining' : reachable && upToDate ? 'ok' : 'degraded',
       serviceId: config.serviceId,
-      ready: reachable && upToDate,
+      ready: reachable && upToDate && !draining,
+      draining,
       store: { kind: sources.store.kind, reachable },
       migrations: {
         applied: migrations?.applied.length ?? 0,

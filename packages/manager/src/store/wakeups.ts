@@ -12,6 +12,8 @@ import type { Database } from './schema.js';
 export class Wakeups {
   readonly #emitter = new EventEmitter();
   #remote: ((key: string) => Promise<void>) | undefined;
+  #released = false;
+  readonly #waiting = new Set<() => void>();
   #remoteIn: ((trx: Tx, key: string) => Promise<void>) | undefined;
 
   constructor() {
@@ -55,17 +57,29 @@ export class Wakeups {
   }
 
   /**
+   * End every wait now and every later one at once (a draining replica): long-polls return
+   * their current page and the runners poll again, on another replica.
+   */
+  releaseAll(): void {
+    this.#released = true;
+    for (const done of [...this.#waiting]) done();
+  }
+
+  /**
    * Resolves on a wake-up for `key`, after `timeoutMs`, or on abort; never rejects. Subscribe
    * before reading the state waited on, so a change committed in between still wakes.
    */
   wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    if (this.#released) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
         this.#emitter.off(key, done);
         signal?.removeEventListener('abort', done);
+        this.#waiting.delete(done);
         resolve();
       };
+      this.#waiting.add(done);
       const timer = setTimeout(done, timeoutMs);
       this.#emitter.on(key, done);
       signal?.addEventListener('abort', done, { once: true });
