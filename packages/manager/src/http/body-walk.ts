@@ -91,8 +91,13 @@ export function cleanBody(root: unknown, options: CleanOptions): unknown {
       for (const [rawKey, child] of Object.entries(value)) {
         if (rawKey === '__proto__') continue;
         const name = text(rawKey, mode, () => `${pathOf(node)}.<key>`);
+        // A key holding a dot cannot spell a declared path (`{"runnerJob.transientEnv": …}`).
         const field =
-          node.field === null ? null : node.field === '' ? rawKey : `${node.field}.${rawKey}`;
+          node.field === null || rawKey.includes('.')
+            ? null
+            : node.field === ''
+              ? rawKey
+              : `${node.field}.${rawKey}`;
         const declared =
           field !== null && Object.hasOwn(options.secretFields, field)
             ? options.secretFields[field]
