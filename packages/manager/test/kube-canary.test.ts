@@ -118,7 +118,11 @@ describe('secret canaries on the Kubernetes launcher', () => {
     const decoded = Object.values(jobSecret?.data ?? {})
       .map((v) => Buffer.from(v, 'base64').toString())
       .join('\n');
-    assert.ok(decoded.includes(labKey) && decoded.includes(labUrl) && decoded.includes(apiKey));
+    assert.ok(decoded.includes(labKey) && decoded.includes(labUrl));
+    // The runner's credential is its own run-scoped token; the API key never leaves the manager.
+    assert.ok(!decoded.includes(apiKey));
+    const runnerToken = /svcr_[A-Za-z0-9_-]+/.exec(decoded)?.[0];
+    assert.ok(runnerToken, 'the per-job Secret carries a runner token');
 
     const db = t.manager.store.db;
     const rows = async (table: string) =>
@@ -135,7 +139,7 @@ describe('secret canaries on the Kubernetes launcher', () => {
       requestsWithoutSecretData(fake.requests),
     ].join('\n');
     assert.deepEqual(
-      findCanaries(everything, [apiKey, providerKey, toolToken, labKey, labUrl]),
+      findCanaries(everything, [apiKey, providerKey, toolToken, labKey, labUrl, runnerToken]),
       [],
     );
     assert.ok(t.logs.length > 5, 'logs were captured');

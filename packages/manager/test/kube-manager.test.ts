@@ -78,7 +78,10 @@ describe('a manager on the Kubernetes launcher and Secret store', () => {
     assert.equal(manifest.metadata.labels['svc.dev/runner-job-id'], job.runnerJobId);
     assert.equal(manifest.spec.ttlSecondsAfterFinished, 3600);
     const secret = fake.get('secrets', NS, `${job.jobName}-env`) as any;
-    assert.equal(Buffer.from(secret.data['manager-token'], 'base64').toString(), API_KEY);
+    // The runner gets its own token for this run alone, never the operator's API key.
+    const managerToken = Buffer.from(secret.data['manager-token'], 'base64').toString();
+    assert.match(managerToken, /^svcr_[A-Za-z0-9_-]{20,}$/);
+    assert.notEqual(managerToken, API_KEY);
     assert.equal(secret.metadata.ownerReferences[0].uid, manifest.metadata.uid);
 
     // The same idempotency key returns the same job and creates nothing.

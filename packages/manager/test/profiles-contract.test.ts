@@ -106,8 +106,11 @@ const backends: Backend[] = [
       return Promise.resolve();
     },
     breakWrite() {
-      fake!.failNext('POST', 'secrets', 500, 'InternalError');
-      fake!.failNext('PUT', 'secrets', 500, 'InternalError');
+      // More failures than the client's bounded retries (SVC_KUBE_RETRIES, 3 by default).
+      for (let i = 0; i < 5; i += 1) {
+        fake!.failNext('POST', 'secrets', 500, 'InternalError');
+        fake!.failNext('PUT', 'secrets', 500, 'InternalError');
+      }
       return Promise.resolve();
     },
     async stop() {

@@ -42,7 +42,8 @@ describe('work-ready summary', () => {
         { name: 'fake-ssh', versionArgs: ['-V'], required: false },
         { name: 'not-executable', versionArgs: ['--version'], required: false },
       ],
-      pathEnv: `${bin}:${gitDir}:${dirname(process.execPath)}`,
+      // The running node first: the directory holding git may hold another node.
+      pathEnv: `${bin}:${dirname(process.execPath)}:${gitDir}`,
     });
     assert.equal(summary.dependencyPolicy, 'preinstalled-image-only');
     assert.equal(summary.valuesPrinted, false);

@@ -25,15 +25,27 @@ export function testServerUrl(): Promise<string | null> {
 
 async function probe(): Promise<string | null> {
   const explicit = process.env['TEST_DATABASE_URL'];
-  const candidate = explicit ?? DEFAULT_SERVER;
-  const client = new pg.Client({ connectionString: candidate, connectionTimeoutMillis: 2000 });
+  if (!explicit) return (await reachable(DEFAULT_SERVER)) === true ? DEFAULT_SERVER : null;
+  // A named server must answer; a loaded machine may take seconds to accept a connection, so
+  // it gets several tries before the run gives up on it.
+  let last: unknown;
+  for (let attempt = 0; attempt < 6; attempt += 1) {
+    const result = await reachable(explicit);
+    if (result === true) return explicit;
+    last = result;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  throw new Error(`TEST_DATABASE_URL is set but unreachable: ${String(last)}`);
+}
+
+async function reachable(url: string): Promise<true | unknown> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
   try {
     await client.connect();
     await client.query('select 1');
-    return candidate;
+    return true;
   } catch (error) {
-    if (explicit) throw new Error(`TEST_DATABASE_URL is set but unreachable: ${String(error)}`);
-    return null;
+    return error;
   } finally {
     await client.end().catch(() => undefined);
   }

@@ -72,13 +72,20 @@ export async function failUnclaimedCommand(ctx: Ctx, job: RunnerJobRow): Promise
   return failed;
 }
 
+const LABELS = [
+  ['reason', 'reason'],
+  ['message', 'message'],
+  ['exitCode', 'exit code'],
+  ['signal', 'signal'],
+] as const;
+
 /** The launcher's reason in one line: a pod condition, an exit code or signal. */
 function describe(summary: Record<string, unknown>): string {
   const parts: string[] = [];
-  for (const key of ['reason', 'message', 'exitCode', 'signal']) {
+  for (const [key, label] of LABELS) {
     const value = summary[key];
     if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean')
-      parts.push(`${key} ${String(value)}`);
+      parts.push(`${label} ${String(value)}`);
   }
   const condition = summary['condition'] as Record<string, unknown> | null | undefined;
   if (condition && typeof condition === 'object') parts.push(describe(condition));
