@@ -25,27 +25,27 @@ export function testServerUrl(): Promise<string | null> {
 
 async function probe(): Promise<string | null> {
   const explicit = process.env['TEST_DATABASE_URL'];
-  if (!explicit) return (await reachable(DEFAULT_SERVER)) === true ? DEFAULT_SERVER : null;
+  if (!explicit) return (await unreachable(DEFAULT_SERVER)) === undefined ? DEFAULT_SERVER : null;
   // A named server must answer; a loaded machine may take seconds to accept a connection, so
   // it gets several tries before the run gives up on it.
   let last: unknown;
   for (let attempt = 0; attempt < 6; attempt += 1) {
-    const result = await reachable(explicit);
-    if (result === true) return explicit;
-    last = result;
+    last = await unreachable(explicit);
+    if (last === undefined) return explicit;
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
   throw new Error(`TEST_DATABASE_URL is set but unreachable: ${String(last)}`);
 }
 
-async function reachable(url: string): Promise<true | unknown> {
+/** Why the server at `url` does not answer, or undefined when it does. */
+async function unreachable(url: string): Promise<unknown> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
   try {
     await client.connect();
     await client.query('select 1');
-    return true;
+    return undefined;
   } catch (error) {
-    return error;
+    return error ?? new Error('unknown connection failure');
   } finally {
     await client.end().catch(() => undefined);
   }
