@@ -47,7 +47,7 @@ describe('a runner Job that ends before claiming', () => {
     });
     assert.ok(Date.now() - started < 15_000, 'long before the command expiry');
     assert.equal(command.failureKind, 'infra-failed');
-    assert.match(command.message, /ended \(failed\) before claiming its run: exitCode 3/);
+    assert.match(command.message, /ended \(failed\) before claiming its run: exit code 3/);
     const run = (await dying.t.api('GET', `/api/v1/runs/${d.run.runId}`)).body;
     assert.equal(run.state, 'failed', 'a run nobody claimed fails with it');
     assert.equal(run.failureKind, 'infra-failed');
