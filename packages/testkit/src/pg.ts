@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import pg from 'pg';
 
@@ -28,24 +29,24 @@ async function probe(): Promise<string | null> {
   if (!explicit) return (await unreachable(DEFAULT_SERVER)) === undefined ? DEFAULT_SERVER : null;
   // A named server must answer; a loaded machine may take seconds to accept a connection, so
   // it gets several tries before the run gives up on it.
-  let last: unknown;
-  for (let attempt = 0; attempt < 6; attempt += 1) {
+  let last = await unreachable(explicit);
+  for (let retry = 0; retry < 5 && last !== undefined; retry += 1) {
+    await sleep(1000);
     last = await unreachable(explicit);
-    if (last === undefined) return explicit;
-    await new Promise((resolve) => setTimeout(resolve, 1000));
   }
+  if (last === undefined) return explicit;
   throw new Error(`TEST_DATABASE_URL is set but unreachable: ${String(last)}`);
 }
 
 /** Why the server at `url` does not answer, or undefined when it does. */
-async function unreachable(url: string): Promise<unknown> {
+async function unreachable(url: string): Promise<Error | undefined> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
   try {
     await client.connect();
     await client.query('select 1');
     return undefined;
   } catch (error) {
-    return error ?? new Error('unknown connection failure');
+    return error instanceof Error ? error : new Error(String(error));
   } finally {
     await client.end().catch(() => undefined);
   }
