@@ -291,8 +291,13 @@ describe('deploy/ overlays rendered with kustomize', () => {
     assert.match(dockerfile, /^USER 1000:1000$/m);
     assert.match(dockerfile, /useradd --uid 1000 .*--home-dir \/home\/runner/);
     assert.match(dockerfile, /npm ci --omit=dev/);
-    for (const tool of ['git', 'openssh-client', 'ripgrep', 'jq', 'python3', 'curl', 'gh'])
+    for (const tool of ['git', 'openssh-client', 'ripgrep', 'jq', 'python3', 'curl'])
       assert.match(dockerfile, new RegExp(`'${tool}=`), tool);
+    // kubectl and gh come from their own releases, each checked against its published checksum.
+    assert.match(dockerfile, /^ARG KUBECTL_VERSION=v1\.(3[7-9]|[4-9]\d)\.\d+$/m);
+    assert.match(dockerfile, /kubectl\.sha256.*sha256sum -c/);
+    assert.match(dockerfile, /^ARG GH_VERSION=2\.(9\d|\d{3})\.\d+$/m);
+    assert.match(dockerfile, /gh_\$\{GH_VERSION\}_checksums\.txt.*sha256sum -c/);
   });
 });
 
