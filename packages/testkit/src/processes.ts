@@ -29,17 +29,27 @@ export function processesWithTag(tag: string): ProcessInfo[] {
     if (!Number.isInteger(pid) || pid === process.pid) continue;
     try {
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       if (state === 'Z' || state === 'X') continue;
       const environ = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
       if (!environ.includes(needle)) continue;
       const command = readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0').join(' ').trim();
+      if (Number(ppid) === process.pid && isLoaderService(command)) continue;
       found.push({ pid, command });
     } catch {
       // The process ended while we looked, or is not ours to read.
     }
   }
   return found;
+}
+
+/**
+ * The TypeScript loader of the test process itself (tsx) starts an esbuild service the first
+ * time it compiles a file; started after the tag was set, it inherits the tag, yet it belongs to
+ * the test process and ends with it, so it is not a leak.
+ */
+function isLoaderService(command: string): boolean {
+  return /(^|\/)esbuild(\.exe)? --service=/.test(command);
 }
 
 /** Wait up to `timeoutMs` for tagged processes to end; returns the ones still alive. */
