@@ -242,6 +242,14 @@ export class TestRunner {
       this.fenced(),
     );
   }
+  refreshStorage(sessionId: string, summary: Record<string, unknown>) {
+    return this.t.api(
+      'POST',
+      `/api/v1/sessions/${sessionId}/storage/refresh`,
+      { runnerId: this.runnerId, ...summary },
+      this.fenced(),
+    );
+  }
   runStatus(state: string, extra: Record<string, unknown> = {}) {
     return this.t.api(
       'PATCH',

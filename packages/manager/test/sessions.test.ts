@@ -324,21 +324,54 @@ describe('sessions', () => {
     );
   });
 
+  it('takes a storage report only from the lease holder of the session run', async () => {
+    const { session, runner } = await activeTurn();
+    const before = (await t.api('GET', `/api/v1/sessions/${session.sessionId}/storage`)).body;
+    const forged = { sizeBytes: 1, filesCount: 1, sha256: 'f'.repeat(64) };
+    const url = `/api/v1/sessions/${session.sessionId}/storage/refresh`;
+    const refusals = [
+      // no lease token at all
+      await t.api('POST', url, { runnerId: runner.runnerId, ...forged }),
+      // the holder's runnerId with a made-up token
+      await t.api('POST', url, { runnerId: runner.runnerId, ...forged }, { 'x-lease-token': 'x' }),
+      // the holder's token under another runnerId
+      await t.api(
+        'POST',
+        url,
+        { runnerId: 'rnr-stranger0001', ...forged },
+        { 'x-lease-token': runner.leaseToken ?? '' },
+      ),
+    ];
+    for (const refused of refusals) {
+      assert.equal(refused.status, 409, refused.raw);
+      assert.equal(refused.body.failureKind, 'runner-lease-conflict');
+      assert.doesNotMatch(refused.raw, new RegExp(runner.leaseToken ?? 'unset'));
+    }
+    const anonymous = await t.api('POST', url, forged);
+    assert.equal(anonymous.status, 400, 'a report names its runner');
+    const unknown = await runner.refreshStorage('ses-doesnotexist', forged);
+    assert.equal(unknown.status, 404);
+    const after = (await t.api('GET', `/api/v1/sessions/${session.sessionId}/storage`)).body;
+    assert.deepEqual(
+      [after.storage_size_bytes, after.storage_sha256],
+      [before.storage_size_bytes, before.storage_sha256],
+      'no refused report changed the summary',
+    );
+    const accepted = await runner.refreshStorage(session.sessionId, forged);
+    assert.equal(accepted.status, 200, accepted.raw);
+    assert.equal(accepted.body.storage_sha256, forged.sha256);
+  });
+
   it('reports, refreshes and evicts storage; an evicted session takes no command and no runner job', async () => {
-    const { session, sent } = await activeTurn();
+    const { session, sent, runner } = await activeTurn();
     const storage = (await t.api('GET', `/api/v1/sessions/${session.sessionId}/storage`)).body;
     assert.deepEqual(
       [storage.pvcName, storage.pvcPhase, storage.storage_kind],
       [`svc-v01-session-${session.sessionId}`, 'Bound', 'pvc'],
     );
     const sha = 'a'.repeat(64);
-    const refreshed = (
-      await t.api('POST', `/api/v1/sessions/${session.sessionId}/storage/refresh`, {
-        sizeBytes: 1234,
-        filesCount: 3,
-        sha256: sha,
-      })
-    ).body;
+    const summary = { sizeBytes: 1234, filesCount: 3, sha256: sha };
+    const refreshed = (await runner.refreshStorage(session.sessionId, summary)).body;
     assert.deepEqual(
       [refreshed.storage_size_bytes, refreshed.storage_files_count, refreshed.storage_sha256],
       [1234, 3, sha],

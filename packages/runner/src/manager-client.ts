@@ -125,7 +125,7 @@ export class ManagerClient {
       'POST',
       `/api/v1/sessions/${sessionId}/storage/refresh`,
       { runnerId, ...summary },
-      { retry: true },
+      this.#fenced(),
     );
   }
 

@@ -211,7 +211,8 @@ export type SendResponse = Static<typeof SendResponse>;
 
 export const StorageRefreshBody = Type.Object(
   {
-    runnerId: Type.Optional(Id),
+    /** The runner holding the lease of the session's run (with its `x-lease-token`). */
+    runnerId: Id,
     sizeBytes: Type.Integer({ minimum: 0 }),
     filesCount: Type.Integer({ minimum: 0 }),
     sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),

@@ -28,7 +28,7 @@ import {
   refreshStorage,
   type SessionDeps,
 } from '../domain/sessions/sessions.js';
-import { errors, RUNNER, type App } from './common.js';
+import { errors, leaseTokenOf, RUNNER, type App } from './common.js';
 
 const SessionParams = Type.Object({ sessionId: Id }, { additionalProperties: false });
 const ReaderQuery = Type.Object(
@@ -148,6 +148,7 @@ export function sessionRoutes(app: App, ctx: Ctx, deps: SessionDeps & SendDeps):
         response: { 200: StorageResponse, ...errors },
       },
     },
-    async (request) => refreshStorage(ctx, request.params.sessionId, request.body),
+    async (request) =>
+      refreshStorage(ctx, request.params.sessionId, request.body, leaseTokenOf(request)),
   );
 }

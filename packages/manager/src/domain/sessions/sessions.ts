@@ -23,7 +23,8 @@ import { cancelCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
 import { livenessOf } from '../liveness-of.js';
 import { checkProjectBoundary, completeExecutionPolicy, resolveProfile } from '../run-policy.js';
-import { cancelRun, isTerminalRun } from '../runs.js';
+import { assertLeaseOwner } from '../lease-checks.js';
+import { cancelRun, isTerminalRun, lockRunOrThrow } from '../runs.js';
 import {
   decodeCursor,
   encodeCursor,
@@ -330,13 +331,32 @@ export async function evictStorage(
   return storageResponse(updated);
 }
 
+/**
+ * The storage summary is lease-fenced like every other runner write: only the runner holding the
+ * lease of the session's run (its runnerId and `x-lease-token`) may report what the volume holds,
+ * so neither a stale runner nor a stranger can overwrite it.
+ */
 export async function refreshStorage(
   ctx: Ctx,
   sessionId: string,
   body: StorageRefreshBody,
+  leaseToken: string | undefined,
 ): Promise<StorageResponse> {
-  await getSessionRow(ctx.db, sessionId);
-  const row = await ctx.db
+  return ctx.db.transaction().execute(async (trx) => {
+    const session = await getSessionRow(trx, sessionId);
+    const runId = session.active_run_id ?? session.last_run_id;
+    if (!runId)
+      throw new ServiceError(
+        'runner-lease-conflict',
+        `session ${sessionId} has no run to report for`,
+      );
+    assertLeaseOwner(await lockRunOrThrow(trx, runId), body.runnerId, leaseToken);
+    return storageResponse(await writeStorageSummary(trx, sessionId, body));
+  });
+}
+
+function writeStorageSummary(db: Executor, sessionId: string, body: StorageRefreshBody) {
+  return db
     .updateTable('sessions')
     .set({
       storage_size_bytes: body.sizeBytes,
@@ -348,7 +368,6 @@ export async function refreshStorage(
     .where('session_id', '=', sessionId)
     .returningAll()
     .executeTakeFirstOrThrow();
-  return storageResponse(row);
 }
 
 export { sessionPath };
