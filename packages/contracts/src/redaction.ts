@@ -21,9 +21,12 @@ const STATIC_SOURCE = '';
 export class Redactor {
   readonly #common = new Set<string>();
   readonly #sources = new Map<string, Set<string>>();
-  /** value -> its forms and how many sources hold it */
-  readonly #values = new Map<string, { forms: string[]; holders: number }>();
+  /** Sources whose values are masked on the way out only (see `registerOutgoing`). */
+  readonly #outgoing = new Set<string>();
+  /** value -> its forms, how many sources hold it, and how many of those are outgoing-only */
+  readonly #values = new Map<string, { forms: string[]; holders: number; outgoing: number }>();
   #matcher: LiteralMatcher | null = null;
+  #incomingMatcher: LiteralMatcher | null = null;
   #stale = false;
 
   /** Words that are never secrets here (tenant ids, profile names): never registered. */
@@ -33,8 +36,11 @@ export class Redactor {
       for (const value of values)
         if (this.#common.has(value.toLowerCase())) {
           values.delete(value);
-          this.#release(value);
-          if (values.size === 0) this.#sources.delete(source);
+          this.#release(value, this.#outgoing.has(source));
+          if (values.size === 0) {
+            this.#sources.delete(source);
+            this.#outgoing.delete(source);
+          }
         }
     return this;
   }
@@ -44,7 +50,7 @@ export class Redactor {
     const values = this.#sources.get(STATIC_SOURCE) ?? new Set<string>();
     if (secret && !values.has(secret) && this.#acceptable(secret)) {
       values.add(secret);
-      this.#hold(secret);
+      this.#hold(secret, false);
       this.#sources.set(STATIC_SOURCE, values);
     }
     return this;
@@ -55,22 +61,43 @@ export class Redactor {
    * are in force (a write succeeded): a refused write must register nothing.
    */
   register(source: string, values: Iterable<string | undefined | null>): this {
+    return this.#register(source, values, false);
+  }
+
+  /**
+   * Values masked in everything that goes out (responses, logs, stored events) but taken as
+   * sent when a request carries them in a field that holds them on purpose (`redactIncoming`):
+   * a job's transient environment, which the next job of the same task is sent again.
+   */
+  registerOutgoing(source: string, values: Iterable<string | undefined | null>): this {
+    return this.#register(source, values, true);
+  }
+
+  /** Forget a source's values (its Secret was deleted), unless another source holds them. */
+  unregister(source: string): this {
+    return this.#register(source, [], this.#outgoing.has(source));
+  }
+
+  #register(source: string, values: Iterable<string | undefined | null>, outgoing: boolean): this {
+    if (this.#sources.has(source) && this.#outgoing.has(source) !== outgoing)
+      this.#register(source, [], !outgoing);
     const next = new Set<string>();
     for (const value of values) {
       if (next.size >= MAX_VALUES_PER_SOURCE) break;
       if (value && this.#acceptable(value)) next.add(value);
     }
     const previous = this.#sources.get(source) ?? new Set<string>();
-    for (const value of next) if (!previous.has(value)) this.#hold(value);
-    for (const value of previous) if (!next.has(value)) this.#release(value);
-    if (next.size > 0) this.#sources.set(source, next);
-    else this.#sources.delete(source);
+    for (const value of next) if (!previous.has(value)) this.#hold(value, outgoing);
+    for (const value of previous) if (!next.has(value)) this.#release(value, outgoing);
+    if (next.size > 0) {
+      this.#sources.set(source, next);
+      if (outgoing) this.#outgoing.add(source);
+      else this.#outgoing.delete(source);
+    } else {
+      this.#sources.delete(source);
+      this.#outgoing.delete(source);
+    }
     return this;
-  }
-
-  /** Forget a source's values (its Secret was deleted), unless another source holds them. */
-  unregister(source: string): this {
-    return this.register(source, []);
   }
 
   /** How many distinct secret values are masked. */
@@ -88,6 +115,12 @@ export class Redactor {
   redact(text: string): string {
     const matcher = this.#current();
     return matcher ? matcher.replace(text, REDACTED) : text;
+  }
+
+  /** `redact` without the outgoing-only values: for request fields that carry them on purpose. */
+  redactIncoming(text: string): string {
+    this.#current();
+    return this.#incomingMatcher ? this.#incomingMatcher.replace(text, REDACTED) : text;
   }
 
   /** Registered values and credential-shaped substrings nobody registered, both replaced. */
@@ -116,29 +149,48 @@ export class Redactor {
     return isMaskable(value, this.#common);
   }
 
-  #hold(value: string): void {
+  #hold(value: string, outgoing: boolean): void {
     const entry = this.#values.get(value);
-    if (entry) entry.holders++;
-    else {
-      this.#values.set(value, { forms: secretForms(value), holders: 1 });
-      this.#stale = true;
+    const wasIncoming = entry !== undefined && entry.holders > entry.outgoing;
+    if (entry) {
+      entry.holders++;
+      if (outgoing) entry.outgoing++;
+    } else {
+      this.#values.set(value, {
+        forms: secretForms(value),
+        holders: 1,
+        outgoing: outgoing ? 1 : 0,
+      });
     }
+    const now = this.#values.get(value)!;
+    if (!entry || wasIncoming !== now.holders > now.outgoing) this.#stale = true;
   }
 
-  #release(value: string): void {
+  #release(value: string, outgoing: boolean): void {
     const entry = this.#values.get(value);
     if (!entry) return;
-    if (--entry.holders > 0) return;
-    this.#values.delete(value);
-    this.#stale = true;
+    const wasIncoming = entry.holders > entry.outgoing;
+    entry.holders--;
+    if (outgoing) entry.outgoing--;
+    if (entry.holders === 0) {
+      this.#values.delete(value);
+      this.#stale = true;
+    } else if (wasIncoming !== entry.holders > entry.outgoing) this.#stale = true;
   }
 
   #current(): LiteralMatcher | null {
     if (this.#stale) {
       const forms: string[] = [];
-      for (const entry of this.#values.values()) forms.push(...entry.forms);
+      const incoming: string[] = [];
+      for (const entry of this.#values.values()) {
+        forms.push(...entry.forms);
+        if (entry.holders > entry.outgoing) incoming.push(...entry.forms);
+      }
       const matcher = new LiteralMatcher(forms);
       this.#matcher = matcher.empty ? null : matcher;
+      const incomingMatcher =
+        incoming.length === forms.length ? matcher : new LiteralMatcher(incoming);
+      this.#incomingMatcher = incomingMatcher.empty ? null : incomingMatcher;
       this.#stale = false;
     }
     return this.#matcher;

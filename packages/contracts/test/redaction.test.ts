@@ -76,6 +76,31 @@ describe('Redactor: known values', () => {
     assert.equal(redactor.size, 1);
   });
 
+  it('masks outgoing-only values going out, but not in the request fields that carry them', () => {
+    const [lab, apiKey] = [secret(), secret()];
+    const redactor = new Redactor().register('config:api-keys', [apiKey]);
+    redactor.registerOutgoing('runner-job:1', [lab]);
+    assert.equal(redactor.redact(`${lab} ${apiKey}`), '[redacted] [redacted]');
+    assert.equal(redactor.redactIncoming(`${lab} ${apiKey}`), `${lab} [redacted]`);
+    // A value some ordinary source also holds is masked both ways while that source holds it.
+    redactor.register('secret:x', [lab]);
+    assert.equal(redactor.redactIncoming(lab), '[redacted]');
+    redactor.unregister('secret:x');
+    assert.equal(redactor.redactIncoming(lab), lab);
+    // Two jobs given the same value: it stays masked until the last one is forgotten.
+    redactor.registerOutgoing('runner-job:2', [lab]);
+    redactor.unregister('runner-job:1');
+    assert.ok(redactor.leaks(lab));
+    redactor.unregister('runner-job:2');
+    assert.equal(redactor.leaks(lab), false);
+    assert.equal(redactor.size, 1);
+    // A source re-registered as ordinary is masked both ways.
+    redactor.registerOutgoing('s', [lab]).register('s', [lab]);
+    assert.equal(redactor.redactIncoming(lab), '[redacted]');
+    redactor.unregister('s');
+    assert.equal(redactor.size, 1);
+  });
+
   it('replaces the longest registered value when one contains another', () => {
     const inner = secret();
     const outer = `${inner}-${secret()}`;

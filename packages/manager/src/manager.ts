@@ -17,6 +17,7 @@ import { collectExpiredSessions } from './domain/sessions/gc.js';
 import type { Launcher } from './launcher/types.js';
 import { loadCatalog } from './domain/runner-jobs/images.js';
 import { recordPhase, type RunnerJobDeps } from './domain/runner-jobs/runner-jobs.js';
+import { restoreTransientEnvMasks } from './domain/runner-jobs/masks.js';
 import type { RunnerJobPhase } from '@svc/contracts';
 import { Scheduler } from './domain/scheduler/scheduler.js';
 import { DrainState } from './http/drain.js';
@@ -118,10 +119,26 @@ export async function startManager(
   });
   const active = await store.db
     .selectFrom('runner_jobs')
-    .select(['job_name', 'phase', 'pod_identity', 'manager_instance'])
+    .select([
+      'runner_job_id',
+      'job_name',
+      'phase',
+      'pod_identity',
+      'manager_instance',
+      'transient_env',
+    ])
     .where('launcher', '=', launcher.kind)
     .where('phase', 'in', ['pending', 'starting', 'running'])
     .execute();
+  await restoreTransientEnvMasks(
+    redactor,
+    launcher,
+    active.map((j) => ({
+      runnerJobId: j.runner_job_id,
+      jobName: j.job_name,
+      summary: j.transient_env,
+    })),
+  );
   await launcher.start(
     (update) => recordPhase(built.ctx, update),
     active.map((j) => ({

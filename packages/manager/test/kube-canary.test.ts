@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { canary, FakeKube, findCanaries, type KubeRequest } from '@svc/testkit';
-import { runBody, startTestManager, type ApiResponse, type TestManager } from './helpers.js';
+import {
+  runBody,
+  startTestManager,
+  TestRunner,
+  type ApiResponse,
+  type TestManager,
+} from './helpers.js';
 import { eventually } from './kube-helpers.js';
 
 const NS = 'svc-v01';
@@ -11,6 +17,7 @@ const providerKey = canary('provider');
 const toolToken = canary('tool');
 const labKey = canary('lab');
 const labUrl = `https://lab.example/${canary('url')}`;
+const echoed = canary('echoed');
 let fake: FakeKube;
 let t: TestManager;
 const responses: ApiResponse[] = [];
@@ -143,5 +150,82 @@ describe('secret canaries on the Kubernetes launcher', () => {
       [],
     );
     assert.ok(t.logs.length > 5, 'logs were captured');
+  });
+
+  it('masks transientEnv values a runner echoes, and again after a manager restart', async () => {
+    const run = await t.api('POST', '/api/v1/runs', runBody());
+    const runId = run.body.runId as string;
+    const command = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'print your environment' },
+    });
+    const commandId = command.body.commandId as string;
+    const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, {
+      commandId,
+      transientEnv: [{ name: 'LAB_SESSION_SECRET', value: echoed }],
+    });
+    assert.equal(created.status, 201, created.raw);
+    const runner = new TestRunner(t, created.body.runnerId as string, runId);
+    assert.equal((await runner.claim()).status, 200);
+    await runner.ack(commandId);
+    // What an agent printing its environment would send, in the forms a value travels in.
+    const leak = (key: string) => ({
+      key,
+      commandId,
+      category: 'command_output',
+      data: {
+        text: `LAB_SESSION_SECRET=${echoed} b64=${Buffer.from(echoed).toString('base64')}`,
+      },
+    });
+    assert.equal((await runner.append([leak('before-restart')])).status, 200);
+
+    // The next job given the same value (a task's next attempt) is sent it intact.
+    const next = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'again' },
+    });
+    const second = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, {
+      commandId: next.body.commandId,
+      transientEnv: [{ name: 'LAB_SESSION_SECRET', value: echoed }],
+    });
+    assert.equal(second.status, 201, second.raw);
+    const secret = fake.get('secrets', NS, `${second.body.jobName as string}-env`);
+    const sent = Buffer.from(secret?.data?.['transient-env.json'] ?? '', 'base64').toString();
+    assert.deepEqual(JSON.parse(sent), [{ name: 'LAB_SESSION_SECRET', value: echoed }]);
+
+    // A second manager process on the same database: it has never seen the value written.
+    const restarted = await startTestManager({
+      store: t.store,
+      env: {
+        SVC_API_KEY: apiKey,
+        LOG_LEVEL: 'debug',
+        SVC_LAUNCHER: 'kubernetes',
+        SVC_SECRET_STORE: 'kubernetes',
+        SVC_KUBE_API_URL: fake.url,
+        SVC_MANAGER_PUBLIC_URL: 'http://svc-run-manager.svc-v01.svc:8080',
+        SVC_KUBE_POLL_INTERVAL_MS: '100',
+      },
+    });
+    try {
+      const again = new TestRunner(restarted, runner.runnerId, runId);
+      again.leaseToken = runner.leaseToken;
+      const appended = await again.append([leak('after-restart')]);
+      assert.equal(appended.status, 200, appended.raw);
+      const events = await restarted.api('GET', `/api/v1/runs/${runId}/events?limit=100`);
+      const texts = (events.body.events as Array<{ data: { text?: string } }>)
+        .map((e) => e.data.text ?? '')
+        .filter((text) => text.startsWith('LAB_SESSION_SECRET='));
+      assert.equal(texts.length, 2, events.raw);
+      for (const text of texts)
+        assert.match(text, /^LAB_SESSION_SECRET=\[redacted\] b64=\[redacted\]/);
+      const db = restarted.manager.store.db;
+      const stored = JSON.stringify((await sql`SELECT * FROM events`.execute(db)).rows);
+      assert.deepEqual(
+        findCanaries([events.raw, stored, ...t.logs, ...restarted.logs].join('\n'), [echoed]),
+        [],
+      );
+    } finally {
+      await restarted.close();
+    }
   });
 });

@@ -58,7 +58,7 @@ export function registerBodyParsing(app: FastifyInstance, redactor: Redactor): v
           null,
           cleanBody(parsed, {
             scrub: (s) => redactor.scrub(s),
-            mask: (s) => redactor.redact(s),
+            mask: (s) => redactor.redactIncoming(s),
             keepNul: config.nulInBody === 'replace',
             secretFields: config.secretFields ?? {},
           }),

@@ -1,6 +1,7 @@
 import type { V1EnvVar, V1Job, V1Secret, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import { PROVIDER_SECRET_PREFIX, ServiceError, TOOL_SECRET_PREFIX } from '@svc/contracts';
 import { assertControlledName } from '../secrets/store.js';
+import { TRANSIENT_ENV_KEY } from './transient-env-file.js';
 import { sessionPvcName } from '../sessions/volumes.js';
 import { LABELS, labelValue, MANAGER_NAME, PART_OF, RUNNER_APP } from './kube-labels.js';
 import { runnerEnvironment } from './runner-env.js';
@@ -145,7 +146,7 @@ export function buildRunnerJob(spec: RunnerJobSpec, options: JobManifestOptions)
   };
   const secretData: Record<string, Buffer> = {};
   if (spec.transientEnv.length > 0)
-    secretData['transient-env.json'] = Buffer.from(JSON.stringify(spec.transientEnv));
+    secretData[TRANSIENT_ENV_KEY] = Buffer.from(JSON.stringify(spec.transientEnv));
   if (spec.managerToken) secretData['manager-token'] = Buffer.from(spec.managerToken);
   const secret: V1Secret = {
     apiVersion: 'v1',

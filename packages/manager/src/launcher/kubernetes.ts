@@ -5,6 +5,7 @@ import { isStatus, kubeFailure, type KubeApis } from './kube-api.js';
 import { buildRunnerJob, jobSecretName, type JobManifestOptions } from './kube-job-manifest.js';
 import { isAdvance, isTerminal, observeJob, runnerExit } from './kube-job-status.js';
 import { LABELS, MANAGER_NAME, runnerSelector } from './kube-labels.js';
+import { parseTransientEnv, TRANSIENT_ENV_KEY } from './transient-env-file.js';
 import { RUNNER_POD_DEFAULTS, type RunnerPodSettings } from './runner-pod-defaults.js';
 import type {
   ActiveJob,
@@ -143,6 +144,20 @@ export class KubernetesLauncher implements Launcher {
       logPath: `kubernetes:${namespace}/job/${spec.jobName}`,
       podIdentity: `kubernetes:${namespace}/job/${spec.jobName}#${uid}`,
     };
+  }
+
+  async transientEnvOf(jobName: string): Promise<Array<{ name: string; value: string }>> {
+    const name = jobSecretName(jobName);
+    try {
+      const secret = await this.options.apis.core.readNamespacedSecret({
+        name,
+        namespace: this.namespace,
+      });
+      return parseTransientEnv(secret.data?.[TRANSIENT_ENV_KEY], 'base64');
+    } catch (error) {
+      if (isStatus(error, 404)) return [];
+      throw kubeFailure(error, `read Secret ${name}`);
+    }
   }
 
   /** Delete the Job; its pod gets the template's termination grace period. */

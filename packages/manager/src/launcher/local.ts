@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { chmod, mkdir, open, readdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from '../logging.js';
 import { endLocalJobs } from './local-cleanup.js';
 import { runnerEnvironment } from './runner-env.js';
+import { parseTransientEnv, TRANSIENT_ENV_KEY } from './transient-env-file.js';
 import type { ActiveJob, LaunchResult, Launcher, PhaseListener, RunnerJobSpec } from './types.js';
 
 export interface LocalLauncherOptions {
@@ -99,7 +100,7 @@ export class LocalLauncher implements Launcher {
       secretFiles: {
         dir: this.#paths(spec).secret,
         files: [
-          ...(spec.transientEnv.length > 0 ? ['transient-env.json'] : []),
+          ...(spec.transientEnv.length > 0 ? [TRANSIENT_ENV_KEY] : []),
           ...(spec.managerToken ? ['manager-token'] : []),
         ],
         mode: '0600',
@@ -115,7 +116,7 @@ export class LocalLauncher implements Launcher {
     await chmod(paths.secret, 0o700);
     await mkdir(paths.home, { recursive: true, mode: 0o700 });
     if (spec.transientEnv.length > 0) {
-      await writeFile(join(paths.secret, 'transient-env.json'), JSON.stringify(spec.transientEnv), {
+      await writeFile(join(paths.secret, TRANSIENT_ENV_KEY), JSON.stringify(spec.transientEnv), {
         mode: 0o600,
       });
     }
@@ -172,6 +173,11 @@ export class LocalLauncher implements Launcher {
     });
     this.#children.set(spec.jobName, entry);
     return { phase: 'running', logPath: paths.log, podIdentity: `local:${hostname()}:${pid}` };
+  }
+
+  async transientEnvOf(jobName: string): Promise<Array<{ name: string; value: string }>> {
+    const file = join(this.#paths({ jobName }).secret, TRANSIENT_ENV_KEY);
+    return parseTransientEnv(await readFile(file).catch(() => undefined), 'utf8');
   }
 
   async cancel(jobName: string, graceMs = this.options.killGraceMs): Promise<void> {

@@ -66,6 +66,12 @@ export interface Launcher {
   /** The Job as it would be created, with names, keys and hashes in place of values. */
   render(spec: RunnerJobSpec): Record<string, unknown>;
   launch(spec: RunnerJobSpec): Promise<LaunchResult>;
+  /**
+   * The transientEnv a live job was given, read back from where the launcher keeps it (the
+   * per-job Secret, the job's secret directory): a restarted manager masks those values again.
+   * Empty when the job or its secret is gone.
+   */
+  transientEnvOf(jobName: string): Promise<Array<{ name: string; value: string }>>;
   /** Stop a job: SIGTERM then SIGKILL to its process group, or delete the Job. */
   cancel(jobName: string, graceMs?: number): Promise<void>;
   /**

@@ -25,6 +25,7 @@ import type { ImagePolicy } from './images.js';
 import { checkJobOverrides } from './overrides.js';
 import { pollingPaths, toRunnerJob, type RunnerJobRow } from './records.js';
 import { failUnclaimedCommand } from './unclaimed.js';
+import { forgetTransientEnv, maskTransientEnv } from './masks.js';
 import { hashedEntries, platformEndpointDefaults, transientEnvSummary } from './transient-env.js';
 
 export interface RunnerJobDeps {
@@ -280,6 +281,13 @@ async function launch(
   row: RunnerJobRow,
   spec: RunnerJobSpec,
 ): Promise<RunnerJobRow> {
+  // Masked before the launcher sees them: even its error messages must not carry a value.
+  maskTransientEnv(
+    ctx.redactor,
+    row.runner_job_id,
+    spec.transientEnv,
+    spec.transientEnvSummary.defaultsAdded,
+  );
   try {
     const result = await deps.launcher.launch(spec);
     // Where the job runs is recorded whatever phase a fast job already reported.
@@ -296,13 +304,14 @@ async function launch(
       .returningAll()
       .executeTakeFirstOrThrow();
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = ctx.redactor.redact(error instanceof Error ? error.message : String(error));
+    forgetTransientEnv(ctx.redactor, row.runner_job_id);
     await ctx.db
       .updateTable('runner_jobs')
       .set({
         phase: 'failed',
         finished_at: sql`now()`,
-        terminal_summary: json({ reason: 'launch-failed', message: ctx.redactor.redact(message) }),
+        terminal_summary: json({ reason: 'launch-failed', message }),
         updated_at: sql`now()`,
       } as never)
       .where('runner_job_id', '=', row.runner_job_id)
@@ -310,7 +319,7 @@ async function launch(
     ctx.logger.error({ jobName: row.job_name, err: message }, 'runner job launch failed');
     throw new ServiceError(
       'infra-failed',
-      `runner job ${row.job_name} could not be started: ${ctx.redactor.redact(message)}`,
+      `runner job ${row.job_name} could not be started: ${message}`,
       {
         runnerJobId: row.runner_job_id,
         attemptId: row.attempt_id,
@@ -408,5 +417,8 @@ export async function recordPhase(
     .where('phase', 'not in', TERMINAL_JOB_PHASES as RunnerJobPhase[])
     .returningAll()
     .executeTakeFirst();
-  if (row && terminal) await failUnclaimedCommand(ctx, row);
+  if (row && terminal) {
+    forgetTransientEnv(ctx.redactor, row.runner_job_id);
+    await failUnclaimedCommand(ctx, row);
+  }
 }
