@@ -14,6 +14,19 @@ export class RunnerStop extends Error {
 }
 
 /**
+ * The manager refuses a job's token (401) once the job or its run has ended. The token worked
+ * when the runner registered, so a refusal afterwards is that ending, not a failure: the runner
+ * stops quietly, as it does when it sees the run end in a control signal.
+ */
+export function tokenRetired(error: unknown): RunnerStop | null {
+  if (!(error instanceof ApiError) || error.status !== 401) return null;
+  return new RunnerStop(
+    'run-terminal',
+    'the manager no longer accepts this job token: its run or job has ended',
+  );
+}
+
+/**
  * Claims the run and keeps the lease. A replacement runner waits while an old lease is alive:
  * the manager answers `runner-lease-conflict` with the owner and the expiry, and records the
  * wait; the runner retries at that expiry. Heartbeats extend the lease, report when the agent
@@ -38,6 +51,8 @@ export class LeaseKeeper {
       } catch (error) {
         if (error instanceof ApiError && error.failureKind === 'run-terminal')
           throw new RunnerStop('run-terminal', error.message);
+        const retired = tokenRetired(error);
+        if (retired) throw retired;
         if (!(error instanceof ApiError) || error.failureKind !== 'runner-lease-conflict')
           throw error;
         const retryAfter = Number(error.details?.['retryAfterMs'] ?? 1000);
@@ -55,12 +70,15 @@ export class LeaseKeeper {
     }
   }
 
-  /** Heartbeat every `intervalMs`; `onControl` gets the signals; `onLost` when the lease is gone. */
+  /**
+   * Heartbeat every `intervalMs`; `onControl` gets the signals; `onStop` when the lease is gone
+   * (`lease-lost`) or the manager retired the job's token (`run-terminal`).
+   */
   start(
     intervalMs: number,
     activity: () => { at: number; kind: string } | null,
     onControl: (control: RunControlSignals) => void,
-    onLost: (error: Error) => void,
+    onStop: (stop: RunnerStop) => void,
   ): void {
     this.#timer = setInterval(() => {
       if (this.#beating) return;
@@ -68,8 +86,10 @@ export class LeaseKeeper {
       this.beat(activity())
         .then(onControl)
         .catch((error: unknown) => {
-          if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict')
-            onLost(error);
+          const retired = tokenRetired(error);
+          if (retired) onStop(retired);
+          else if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict')
+            onStop(new RunnerStop('lease-lost', error.message));
           else
             this.log.warn('heartbeat failed', {
               err: error instanceof Error ? error.message : String(error),

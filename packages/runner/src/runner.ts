@@ -10,7 +10,7 @@ import {
 import { checkWorkReady, DEFAULT_BASE_TOOLS, detectWorkReady } from './assembly/index.js';
 import type { RunnerConfig } from './config.js';
 import { EventSink } from './event-sink.js';
-import { LeaseKeeper, RunnerStop } from './lease-keeper.js';
+import { LeaseKeeper, RunnerStop, tokenRetired } from './lease-keeper.js';
 import { RunnerLog } from './logging.js';
 import { ManagerClient } from './manager-client.js';
 import { RunContext } from './run-context.js';
@@ -131,7 +131,10 @@ export class Runner {
           ? { at: this.#ctx.agent.lastActivityAt, kind: this.#ctx.agent.lastActivityKind }
           : null,
       (control) => this.#control(control),
-      (error) => this.#halt('lease-lost', error.message),
+      (stop) =>
+        stop.reason === 'run-terminal'
+          ? this.#ended(stop.message)
+          : this.#halt(stop.reason, stop.message),
     );
     try {
       await this.#loop(Math.min(registration.pollWaitMs, MAX_POLL_WAIT_MS));
@@ -168,6 +171,8 @@ export class Runner {
         if (this.#stop.signal.aborted) return;
         if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict')
           return this.#halt('lease-lost', error.message);
+        const retired = tokenRetired(error);
+        if (retired) return this.#ended(retired.message);
         throw error;
       }
       for (const command of page.commands) {
@@ -242,9 +247,12 @@ export class Runner {
         } else if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict') {
           this.#halt('lease-lost', error.message);
         } else {
-          this.log.error('turn crashed', {
-            err: error instanceof Error ? error.message : String(error),
-          });
+          const retired = tokenRetired(error);
+          if (retired) this.#ended(retired.message);
+          else
+            this.log.error('turn crashed', {
+              err: error instanceof Error ? error.message : String(error),
+            });
         }
       } finally {
         this.#active = null;
@@ -267,13 +275,17 @@ export class Runner {
       void active.handle?.cancel({ graceMs: 2000, kill: 'always' });
     }
     this.#queue = this.#queue.filter((c) => !control.cancelledCommandIds.includes(c.commandId));
-    if (TERMINAL.has(control.runState)) {
-      if (active && !active.cancelRequested) {
-        active.cancelRequested = true;
-        void active.handle?.cancel({ graceMs: 2000, kill: 'always' });
-      }
-      this.#halt('run-terminal', `run is ${control.runState}`);
+    if (TERMINAL.has(control.runState)) this.#ended(`run is ${control.runState}`);
+  }
+
+  /** The run ended (a control signal, or the manager retired the token): stop its turn, exit 0. */
+  #ended(message: string): void {
+    const active = this.#active;
+    if (active && !active.cancelRequested) {
+      active.cancelRequested = true;
+      void active.handle?.cancel({ graceMs: 2000, kill: 'always' });
     }
+    this.#halt('run-terminal', message);
   }
 
   #halt(reason: StopReason, message: string): void {
@@ -295,7 +307,10 @@ export class Runner {
       });
     } catch (error) {
       if (error instanceof ApiError && error.failureKind === 'state-conflict') return false;
-      throw error;
+      const retired = tokenRetired(error);
+      if (!retired) throw error;
+      this.#ended(retired.message);
+      return true;
     }
     this.#stopReason = 'idle';
     return true;

@@ -2,6 +2,7 @@ import { ApiError, isServiceError, type Command, type CommandStatusBody } from '
 import { isAgentError, type TurnHandle, type TurnOutcome } from './agent/index.js';
 import { composeTurnPrompt } from './assembly/index.js';
 import type { EventSink } from './event-sink.js';
+import { tokenRetired } from './lease-keeper.js';
 import type { RunnerLog } from './logging.js';
 import type { ManagerClient } from './manager-client.js';
 import type { RunContext } from './run-context.js';
@@ -150,6 +151,8 @@ export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<
     const outcome = await handle.outcome;
     await report(statusOf(outcome));
   } catch (error) {
+    // The manager retired the job's token: the run ended, there is no one to report the turn to.
+    if (tokenRetired(error)) throw error;
     const failure = describe(error);
     s.log.warn('turn failed', {
       commandId: command.commandId,
