@@ -2,9 +2,11 @@ import {
   QUEUE_PAGE_MAX,
   type Commander,
   type DispatchResponse,
+  type JudgeRunList,
   type QueuePlan,
   type QueueStats,
   type ReadCursor,
+  type SchedulerView,
   type Task,
   type TaskPage,
 } from '@svc/contracts';
@@ -12,6 +14,7 @@ import { Cli, type Invocation } from './run.js';
 import { intOption, jsonBody, type JsonSource } from './inputs.js';
 import { planLines } from './format/common.js';
 import { commanderLines, statsLines } from './format/overview.js';
+import { judgeRunLines, schedulerLines } from './format/scheduler.js';
 import {
   boundedTask,
   dispatchLines,
@@ -155,6 +158,32 @@ export function queueProgram(): Cli {
         });
         if (inv.config.json) return inv.out.data(stats);
         for (const line of statsLines(stats)) inv.out.line(line);
+      }),
+    );
+
+  p.command('scheduler')
+    .description('capacity in use against its limits, backlog per tenant and queue, next wake-up')
+    .option('--raw', 'print the API answer as it is')
+    .action(
+      cli.action(async (inv, flags: { raw?: boolean }) => {
+        const view = await inv.client.request<SchedulerView>('GET', `${BASE}/scheduler`);
+        if (inv.config.json) return inv.out.data(view);
+        if (flags.raw) return inv.out.block(JSON.stringify(view, null, 2));
+        for (const line of schedulerLines(view)) inv.out.line(line);
+      }),
+    );
+
+  p.command('judge-runs')
+    .description("a task's judge runs: verdict, failure kind, retry suggestion, attempt judged")
+    .argument('<taskId>')
+    .option('--raw', 'print the API answer as it is')
+    .action(
+      cli.action(async (inv, taskId: string, flags: { raw?: boolean }) => {
+        const list = await inv.client.request<JudgeRunList>('GET', taskPath(taskId, 'judge-runs'));
+        if (inv.config.json) return inv.out.data(list);
+        if (flags.raw) return inv.out.block(JSON.stringify(list, null, 2));
+        inv.out.line(`${list.judgeRuns.length} judge run(s) for ${list.taskId}`);
+        for (const j of list.judgeRuns) for (const line of judgeRunLines(j)) inv.out.line(line);
       }),
     );
 

@@ -1,8 +1,10 @@
 import type { DispatchResponse, ReadCursor, Task, TaskPage, TaskSummary } from '@svc/contracts';
 import { clip } from '../output.js';
 import { attemptLines, indent } from './common.js';
+import { judgeRunLines } from './scheduler.js';
 
 const STATE_WIDTH = 10;
+const JUDGE_RUNS_SHOWN = 3;
 
 /** One task in a listing: a header line, then its session, supervisor and next command. */
 export function summaryLines(t: TaskSummary): string[] {
@@ -57,7 +59,16 @@ export function taskLines(t: Task): string[] {
   if (t.cancelReason) lines.push(`  cancelled: ${clip(t.cancelReason, 150)}`);
   if (t.references.length > 0)
     lines.push(`  references: ${t.references.map((r) => `${r.kind} ${r.ref}`).join('; ')}`);
-  if (t.judgeRuns.length > 0) lines.push(`  judge runs: ${t.judgeRuns.length}`);
+  if (t.judgeRuns.length > 0) {
+    // The latest few keep the view bounded; `queue judge-runs` lists them all.
+    const shown = t.judgeRuns.slice(-JUDGE_RUNS_SHOWN);
+    lines.push(`  judge runs: ${t.judgeRuns.length}`);
+    for (const j of shown) lines.push(...indent(judgeRunLines(j), '    '));
+    if (t.judgeRuns.length > shown.length)
+      lines.push(
+        `    (${t.judgeRuns.length - shown.length} earlier: queue judge-runs ${t.taskId})`,
+      );
+  }
   lines.push(`  sessionPath: ${t.sessionPath ?? 'none yet'}`);
   if (t.latestAttempt) lines.push(...indent(attemptLines(t.latestAttempt)));
   if (t.next) lines.push(`  next: ${t.next}`);
