@@ -147,8 +147,15 @@ export async function callRoute(request, env, timeoutSeconds = DEFAULT_TIMEOUT_S
   });
   let response;
   try {
-    response = await post(endpoint.url, token, body, (timeoutSeconds + 30) * 1000);
+    response = await post(endpoint.url, token, body, deadlineMs(timeoutSeconds));
   } catch (error) {
+    if (error?.code === 'ETIMEDOUT') {
+      throw new ToolError(
+        'infra-failed',
+        `timed out after ${timeoutSeconds}s: the platform SSH route at ${endpoint.url} gave no answer`,
+        { timedOut: true, timeoutSeconds },
+      );
+    }
     throw new ToolError(
       'infra-failed',
       `platform SSH route unreachable at ${endpoint.url} (${error?.code ?? error?.message ?? 'error'})`,
@@ -185,6 +192,16 @@ export async function callRoute(request, env, timeoutSeconds = DEFAULT_TIMEOUT_S
     stdoutTruncated: payload.stdoutTruncated === true,
     stderrTruncated: payload.stderrTruncated === true,
   };
+}
+
+/**
+ * How long the client waits in all: the command's own timeout plus a short grace for the route
+ * to stop the command and answer (10%, between 1 and 5 s). A silent route then ends the call
+ * about when the user asked, not half a minute later.
+ */
+function deadlineMs(timeoutSeconds) {
+  const grace = Math.min(5, Math.max(1, timeoutSeconds * 0.1));
+  return Math.round((timeoutSeconds + grace) * 1000);
 }
 
 /** One POST with node's own client: no redirect following, a hard deadline, a capped body. */
@@ -226,9 +243,12 @@ function post(url, token, body, timeoutMs) {
         res.on('error', rejectPost);
       },
     );
-    req.on('timeout', () =>
-      req.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })),
-    );
+    // The socket's idle timeout alone would let a route that trickles bytes run forever: the
+    // deadline covers the whole exchange.
+    const expire = () => req.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' }));
+    const deadline = setTimeout(expire, timeoutMs);
+    req.on('timeout', expire);
+    req.on('close', () => clearTimeout(deadline));
     req.on('error', rejectPost);
     req.end(body);
   });

@@ -395,4 +395,31 @@ describe('tran refusals and secrecy', () => {
     assert.equal(down.code, 6);
     assert.equal(errorOf(down.stderr).kind, 'infra-failed');
   });
+
+  it('gives up on a silent route after about --timeout seconds and says it timed out', async () => {
+    // Accepts the connection and the request, never answers.
+    const silent = createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const address = silent.address();
+    const silentPort = typeof address === 'object' && address ? address.port : 0;
+    try {
+      const started = Date.now();
+      const res = await run(
+        'tran',
+        ['host', 'argv', '--host', 'h', '--timeout', '2', '--', 'id'],
+        env({ PLATFORM_FRONTEND_URL: `http://127.0.0.1:${silentPort}` }),
+      );
+      const seconds = (Date.now() - started) / 1000;
+      assert.equal(res.code, 6);
+      const error = errorOf(res.stderr);
+      assert.equal(error.kind, 'infra-failed');
+      assert.match(error.message, /^timed out after 2s/);
+      assert.doesNotMatch(error.message, /unreachable/);
+      // 2 s asked, 1 s grace; the rest is process start-up on a busy machine.
+      assert.ok(seconds >= 2.5 && seconds < 10, `returned after ${seconds.toFixed(1)} s`);
+    } finally {
+      silent.closeAllConnections();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
 });
