@@ -20,6 +20,7 @@ import { recordPhase, type RunnerJobDeps } from './domain/runner-jobs/runner-job
 import { restoreTransientEnvMasks } from './domain/runner-jobs/masks.js';
 import type { RunnerJobPhase } from '@svc/contracts';
 import { Scheduler } from './domain/scheduler/scheduler.js';
+import { foldQueueCounters } from './domain/queue/counters.js';
 import { DrainState } from './http/drain.js';
 
 export interface RunningManager extends BuiltApp {
@@ -151,6 +152,7 @@ export async function startManager(
 
   const maintenance = new Maintenance(config.maintenanceIntervalMs, logger);
   maintenance.add({ name: 'command-expiry', run: () => expireDue(store.db) });
+  maintenance.add({ name: 'queue-counters', run: () => foldQueueCounters(store.db) });
   const gc = new Maintenance(config.sessions.gcIntervalMs, logger);
   gc.add({
     name: 'session-gc',

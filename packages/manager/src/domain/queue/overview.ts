@@ -13,6 +13,7 @@ import type { Ctx } from '../context.js';
 import { toSummary } from './records.js';
 import { currentChangeSeq } from './store.js';
 import { latestAttempts } from './views.js';
+import { attemptCounts, currentReads, taskCounts } from './counters.js';
 
 const MAX_GROUPS = 500;
 
@@ -20,49 +21,30 @@ const zeroes = (states: readonly string[]) =>
   Object.fromEntries(states.map((s) => [s, 0])) as Record<string, number>;
 
 async function tasksByState(db: Executor, queue: string | undefined) {
-  let q = db
-    .selectFrom('queue_tasks')
-    .select(['state', sql<number>`count(*)::int`.as('n')])
-    .groupBy('state');
-  if (queue) q = q.where('queue', '=', queue);
   const byState = zeroes(TASK_STATES);
   let total = 0;
-  for (const row of await q.execute()) {
-    byState[row.state] = row.n;
+  for (const row of await taskCounts(db, queue)) {
+    byState[row.state] = (byState[row.state] ?? 0) + row.n;
     total += row.n;
   }
   return { total, byState };
 }
 
-/** Statistics grouped from the queue's own rows (tasks and attempts), never from events. */
+/**
+ * Statistics from the queue's counters (migration 0014), kept by the transactions that move
+ * tasks and attempts: constant time whatever the number of tasks, never derived from events.
+ */
 export async function queueStats(ctx: Pick<Ctx, 'db'>, queue?: string): Promise<QueueStats> {
-  let groups = ctx.db
-    .selectFrom('queue_tasks')
-    .select(['queue', 'lane', 'state', 'backend_profile', sql<number>`count(*)::int`.as('n')])
-    .groupBy(['queue', 'lane', 'state', 'backend_profile'])
-    .orderBy('queue')
-    .orderBy('lane')
-    .orderBy('state')
-    .orderBy('backend_profile')
-    .limit(MAX_GROUPS + 1);
-  if (queue) groups = groups.where('queue', '=', queue);
-  let attempts = ctx.db
-    .selectFrom('queue_attempts as a')
-    .innerJoin('queue_tasks as t', 't.task_id', 'a.task_id')
-    .select([
-      'a.state',
-      'a.failure_kind',
-      sql<number>`count(*)::int`.as('n'),
-      sql<number>`count(*) FILTER (WHERE a.retry_index > 0)::int`.as('retries'),
-    ])
-    .groupBy(['a.state', 'a.failure_kind']);
-  if (queue) attempts = attempts.where('t.queue', '=', queue);
-  const [groupRows, attemptRows, tasks, changeSeq] = await Promise.all([
-    groups.execute(),
-    attempts.execute(),
-    tasksByState(ctx.db, queue),
+  const [groupRows, attemptRows, changeSeq] = await Promise.all([
+    taskCounts(ctx.db, queue),
+    attemptCounts(ctx.db, queue),
     currentChangeSeq(ctx.db),
   ]);
+  const tasks = { total: 0, byState: zeroes(TASK_STATES) };
+  for (const row of groupRows) {
+    tasks.byState[row.state] = (tasks.byState[row.state] ?? 0) + row.n;
+    tasks.total += row.n;
+  }
   const byState = zeroes(ATTEMPT_STATES);
   const byFailureKind: Record<string, number> = {};
   let total = 0;
@@ -91,6 +73,60 @@ export async function queueStats(ctx: Pick<Ctx, 'db'>, queue?: string): Promise<
   };
 }
 
+/** Commander order: states by urgency; finished tasks only when a reader has not read them. */
+const COMMANDER_ORDER: readonly (readonly string[])[] = [
+  ['failed'],
+  ['blocked'],
+  ['running'],
+  ['dispatched'],
+  ['completed', 'cancelled'],
+  ['queued'],
+];
+
+/**
+ * The first `want` tasks in commander order, state by state, each walked in queue order on
+ * (queue, state, priority, enqueue_seq) and stopped as soon as the page is full, so the cost
+ * follows the page, not the queue. Finished tasks are filtered on the reader's cursor.
+ */
+async function commanderRows(
+  db: Executor,
+  queue: string | undefined,
+  reader: string | null,
+  want: number,
+) {
+  const rows = [];
+  for (const states of COMMANDER_ORDER) {
+    if (rows.length >= want) break;
+    const finished = states.includes('completed');
+    if (finished && !reader) continue;
+    const part = [];
+    for (const state of states) {
+      let q = db
+        .selectFrom('queue_tasks as t')
+        .leftJoin('queue_read_cursors as rc', (join) =>
+          join.onRef('rc.task_id', '=', 't.task_id').on('rc.reader_id', '=', reader ?? ''),
+        )
+        .selectAll('t')
+        .select('rc.read_version')
+        .where('t.state', '=', state);
+      if (queue) q = q.where('t.queue', '=', queue);
+      if (finished)
+        q = q.where(sql<boolean>`(rc.read_version IS NULL OR rc.read_version < t.version)`);
+      part.push(
+        ...(await q
+          .orderBy('t.priority', 'desc')
+          .orderBy('t.enqueue_seq')
+          .limit(want - rows.length)
+          .execute()),
+      );
+    }
+    if (states.length > 1)
+      part.sort((a, b) => b.priority - a.priority || Number(a.enqueue_seq) - Number(b.enqueue_seq));
+    rows.push(...part.slice(0, want - rows.length));
+  }
+  return rows;
+}
+
 type Reason = Commander['items'][number]['reason'];
 const RANK: Record<string, number> = { failed: 0, blocked: 1, running: 2, dispatched: 3 };
 
@@ -101,47 +137,14 @@ const RANK: Record<string, number> = { failed: 0, blocked: 1, running: 2, dispat
 export async function commander(ctx: Pick<Ctx, 'db'>, query: CommanderQuery): Promise<Commander> {
   const limit = query.limit ?? QUEUE_PAGE_DEFAULT;
   const reader = query.readerId ?? null;
-  const unread = sql<boolean>`(rc.read_version IS NULL OR rc.read_version < t.version)`;
-  let q = ctx.db
-    .selectFrom('queue_tasks as t')
-    .leftJoin('queue_read_cursors as rc', (join) =>
-      join.onRef('rc.task_id', '=', 't.task_id').on('rc.reader_id', '=', reader ?? ''),
-    )
-    .selectAll('t')
-    .select([
-      'rc.read_version',
-      sql<number>`CASE t.state WHEN 'failed' THEN 0 WHEN 'blocked' THEN 1 WHEN 'running' THEN 2
-        WHEN 'dispatched' THEN 3 WHEN 'queued' THEN 5 ELSE 4 END`.as('rank'),
-    ])
-    .where((eb) =>
-      reader
-        ? eb.or([eb('t.state', 'not in', ['completed', 'cancelled']), unread])
-        : eb('t.state', 'not in', ['completed', 'cancelled']),
-    );
-  if (query.queue) q = q.where('t.queue', '=', query.queue);
-  let unreadCount: Promise<number | null> = Promise.resolve(null);
-  if (reader) {
-    let c = ctx.db
-      .selectFrom('queue_tasks as t')
-      .leftJoin('queue_read_cursors as rc', (join) =>
-        join.onRef('rc.task_id', '=', 't.task_id').on('rc.reader_id', '=', reader),
-      )
-      .select(sql<number>`count(*)::int`.as('n'))
-      .where(unread);
-    if (query.queue) c = c.where('t.queue', '=', query.queue);
-    unreadCount = c.executeTakeFirstOrThrow().then((r) => r.n);
-  }
-  const [rows, stats, changeSeq, unreadN] = await Promise.all([
-    q
-      .orderBy('rank')
-      .orderBy('t.priority', 'desc')
-      .orderBy('t.enqueue_seq')
-      .limit(limit + 1)
-      .execute(),
+  const [rows, stats, changeSeq, current] = await Promise.all([
+    commanderRows(ctx.db, query.queue, reader, limit + 1),
     tasksByState(ctx.db, query.queue),
     currentChangeSeq(ctx.db),
-    unreadCount,
+    reader ? currentReads(ctx.db, reader, query.queue) : Promise.resolve(null),
   ]);
+  // Every task the reader has not read at its latest version, from the counters.
+  const unreadN = current === null ? null : stats.total - current;
   const page = rows.slice(0, limit);
   const attempts = await latestAttempts(ctx.db, page);
   const items = page.map((row) => {

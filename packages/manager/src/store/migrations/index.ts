@@ -9,6 +9,7 @@ import * as callerTokens from './0007-caller-tokens.js';
 import * as sendRequestHash from './0008-send-request-hash.js';
 import * as runListing from './0009-run-listing.js';
 import * as scheduler from './0010-scheduler.js';
+import * as queueCounters from './0014-queue-counters.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -22,6 +23,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0008-send-request-hash': sendRequestHash,
   '0009-run-listing': runListing,
   '0010-scheduler': scheduler,
+  '0014-queue-counters': queueCounters,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
