@@ -149,3 +149,14 @@ export const OUTCOME_FAILURE_KINDS = [
 ] as const satisfies readonly FailureKind[];
 
 export type OutcomeFailureKind = (typeof OUTCOME_FAILURE_KINDS)[number];
+
+/**
+ * Kinds that block the whole run, not one command: the run's assembly cannot serve any turn
+ * (a required skill or prompt is missing or too large), so every later command would be refused
+ * the same way.
+ */
+export const RUN_BLOCKING_KINDS = [
+  'required-skill-unavailable',
+  'prompt-unavailable',
+  'prompt-too-large',
+] as const satisfies readonly OutcomeFailureKind[];

@@ -188,6 +188,48 @@ describe('commands', () => {
     assert.equal(blocked.body.state, 'blocked');
   });
 
+  it('a command blocked by its assembly blocks the run at once, naming the missing skills', async () => {
+    const runId = await newRun();
+    const a = await turn(runId, 'a');
+    const b = await turn(runId, 'b');
+    const runner = new TestRunner(t, 'rnr-block001', runId);
+    await runner.claim();
+    await runner.poll();
+    const details = { required: ['review', 'deploy'], missing: ['deploy'], available: ['review'] };
+    const blocked = await runner.finish(a.body.commandId, 'blocked', {
+      failureKind: 'required-skill-unavailable',
+      message: 'required skill deploy not found',
+      details,
+    });
+    assert.equal(blocked.status, 200, blocked.raw);
+    // No run report from the runner: the run is blocked by the command's own report.
+    const run = (await t.api('GET', `/api/v1/runs/${runId}`)).body;
+    assert.equal(run.state, 'blocked');
+    assert.equal(run.failureKind, 'required-skill-unavailable');
+    const result = (await t.api('GET', `/api/v1/runs/${runId}/commands/${a.body.commandId}/result`))
+      .body;
+    assert.equal(result.terminalStatus, 'blocked');
+    assert.deepEqual(result.blocker.details, details);
+    const other = (await t.api('GET', `/api/v1/runs/${runId}/commands/${b.body.commandId}`)).body;
+    assert.equal(other.state, 'blocked', 'the queued command converges with its run');
+    const late = await runner.runStatus('blocked', { failureKind: 'required-skill-unavailable' });
+    assert.ok(late.status < 500, "the runner's own run report afterwards is harmless");
+
+    // A blocked command of another kind does not end the run.
+    const runId2 = await newRun();
+    const c = await turn(runId2, 'c');
+    const runner2 = new TestRunner(t, 'rnr-block002', runId2);
+    await runner2.claim();
+    await runner2.poll();
+    const oversized = await runner2.finish(c.body.commandId, 'blocked', {
+      failureKind: 'secret-unavailable',
+      details: { keys: Array.from({ length: 201 }, () => 'k') },
+    });
+    assert.equal(oversized.status, 400, 'details are bounded');
+    await runner2.finish(c.body.commandId, 'blocked', { failureKind: 'secret-unavailable' });
+    assert.notEqual((await t.api('GET', `/api/v1/runs/${runId2}`)).body.state, 'blocked');
+  });
+
   it('expires commands that no runner took within their TTL', async () => {
     const short = await startTestManager({ env: { SVC_COMMAND_TTL_MS: '1000' } });
     try {

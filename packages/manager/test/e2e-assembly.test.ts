@@ -16,7 +16,6 @@ import {
   createSession,
   runEvents,
   startE2E,
-  waitFor,
   waitForCommand,
   type E2E,
   sendToSession,
@@ -244,11 +243,12 @@ describe('runtime assembly with a git bundle', () => {
     ).body;
     assert.equal(result.terminalStatus, 'blocked');
     assert.match(result.blocker.message, /deploy/);
-    // The runner reports the run blocked right after the command.
-    const run = await waitFor('the run to be blocked', async () => {
-      const current = (await e.t.api('GET', `/api/v1/runs/${sent.run.runId}`)).body;
-      return current.state === 'blocked' ? current : null;
-    });
+    assert.deepEqual(result.blocker.details.required, ['review', 'deploy']);
+    assert.deepEqual(result.blocker.details.missing, ['deploy']);
+    assert.ok(result.blocker.details.available.includes('review'));
+    // The run is blocked with the command, in the same write: never `running` after it.
+    const run = (await e.t.api('GET', `/api/v1/runs/${sent.run.runId}`)).body;
+    assert.equal(run.state, 'blocked');
     assert.equal(run.failureKind, 'required-skill-unavailable');
     const error = (await runEvents(e.t, sent.run.runId)).find((ev) => ev.category === 'error');
     assert.equal(error.data.failureKind, 'required-skill-unavailable');

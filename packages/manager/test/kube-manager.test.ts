@@ -149,6 +149,29 @@ describe('a manager on the Kubernetes launcher and Secret store', () => {
     assert.equal(failed.terminalSummary.reason, 'job-not-found');
   });
 
+  it('a Job that fails before claiming fails its command at once with the launcher reason', async () => {
+    const { runId, commandId } = await runAndCommand();
+    const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
+    assert.equal(created.status, 201, created.raw);
+    const started = Date.now();
+    fake.setJobState(NS, created.body.jobName, 'failed', {
+      exitCode: 3,
+      reason: 'BackoffLimitExceeded',
+    });
+    const command = await eventually(async () => {
+      const current = await t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`);
+      return current.body.state === 'failed' ? current.body : undefined;
+    });
+    // The command TTL is minutes; this is the launcher's report, not the expiry.
+    assert.ok(Date.now() - started < 10_000, 'at once, not at the command expiry');
+    assert.equal(command.failureKind, 'infra-failed');
+    assert.match(command.message, /before claiming its run/);
+    assert.match(command.message, /BackoffLimitExceeded|exit code 3/);
+    const run = (await t.api('GET', `/api/v1/runs/${runId}`)).body;
+    assert.equal(run.state, 'failed');
+    assert.equal(run.failureKind, 'infra-failed');
+  });
+
   it('a session creates its claim; its runner Job mounts it in the agent home', async () => {
     const sessionId = (await createSession(t)).sessionId as string;
     const pvcName = `svc-v01-session-${sessionId}`;

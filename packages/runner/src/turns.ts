@@ -1,4 +1,10 @@
-import { ApiError, isServiceError, type Command, type CommandStatusBody } from '@svc/contracts';
+import {
+  ApiError,
+  isServiceError,
+  RUN_BLOCKING_KINDS,
+  type Command,
+  type CommandStatusBody,
+} from '@svc/contracts';
 import { isAgentError, type TurnHandle, type TurnOutcome } from './agent/index.js';
 import { composeTurnPrompt } from './assembly/index.js';
 import type { EventSink } from './event-sink.js';
@@ -8,11 +14,7 @@ import type { ManagerClient } from './manager-client.js';
 import type { RunContext } from './run-context.js';
 
 /** Failure kinds that block a run at assembly instead of failing one command. */
-export const BLOCKING_KINDS = new Set([
-  'required-skill-unavailable',
-  'prompt-unavailable',
-  'prompt-too-large',
-]);
+export const BLOCKING_KINDS = new Set<string>(RUN_BLOCKING_KINDS);
 
 export interface ActiveTurn {
   command: Command;
@@ -169,12 +171,14 @@ export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<
         message: failure.message,
         retryable: false,
         classification: failure.blocksRun ? 'assembly' : 'runner',
+        ...(failure.details ? { details: failure.details } : {}),
       },
     });
     await report({
       state: failure.blocksRun ? 'blocked' : 'failed',
       failureKind: failure.failureKind,
       message: failure.message.slice(0, 3900),
+      ...(failure.details ? { details: failure.details } : {}),
     });
     if (failure.blocksRun) throw new TurnOutcomeError(failure.failureKind, failure.message, true);
   }
@@ -198,7 +202,14 @@ function statusOf(outcome: TurnOutcome): Omit<CommandStatusBody, 'runnerId'> {
   };
 }
 
-function describe(error: unknown): { failureKind: string; message: string; blocksRun: boolean } {
+interface FailureFacts {
+  failureKind: string;
+  message: string;
+  blocksRun: boolean;
+  details?: CommandStatusBody['details'];
+}
+
+function describe(error: unknown): FailureFacts {
   if (error instanceof TurnOutcomeError)
     return { failureKind: error.failureKind, message: error.message, blocksRun: error.blocksRun };
   if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict')
@@ -208,6 +219,9 @@ function describe(error: unknown): { failureKind: string; message: string; block
       failureKind: error.failureKind,
       message: error.message,
       blocksRun: BLOCKING_KINDS.has(error.failureKind),
+      ...(BLOCKING_KINDS.has(error.failureKind) && error.details
+        ? { details: namesOnly(error.details) }
+        : {}),
     };
   if (isAgentError(error))
     return { failureKind: 'backend-failed', message: error.message, blocksRun: false };
@@ -304,4 +318,23 @@ export async function executeInterrupt(
     state: 'completed',
     ...(turnId ? { turnId } : {}),
   });
+}
+
+/**
+ * The details a blocked assembly reports: names and counts (required, missing, available
+ * skills), bounded to what the status body accepts. Anything else is left out.
+ */
+function namesOnly(details: Readonly<Record<string, unknown>>): CommandStatusBody['details'] {
+  const out: NonNullable<CommandStatusBody['details']> = {};
+  for (const [key, value] of Object.entries(details).slice(0, 16)) {
+    if (key.length > 64) continue;
+    if (Array.isArray(value))
+      out[key] = value
+        .filter((v): v is string => typeof v === 'string')
+        .slice(0, 200)
+        .map((v) => v.slice(0, 256));
+    else if (typeof value === 'string') out[key] = value.slice(0, 512);
+    else if (typeof value === 'boolean' || Number.isInteger(value)) out[key] = value as number;
+  }
+  return out;
 }

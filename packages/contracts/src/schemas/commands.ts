@@ -86,6 +86,22 @@ export const CommandStatusBody = Type.Object(
     message: Type.Optional(Text(4000, 0)),
     threadId: Type.Optional(Text(255)),
     turnId: Type.Optional(Text(255)),
+    /**
+     * Facts naming what blocked or failed the command (for example the required, missing and
+     * available skills). Names and counts only: bounded, and never values of secrets.
+     */
+    details: Type.Optional(
+      Type.Record(
+        Type.String({ maxLength: 64 }),
+        Type.Union([
+          Type.String({ maxLength: 512 }),
+          Type.Integer(),
+          Type.Boolean(),
+          Type.Array(Type.String({ maxLength: 256 }), { maxItems: 200 }),
+        ]),
+        { maxProperties: 16 },
+      ),
+    ),
     steerDelivery: Type.Optional(
       Type.Object(
         {

@@ -3,6 +3,7 @@ import {
   newId,
   OUTCOME_FAILURE_KINDS,
   payloadHash,
+  RUN_BLOCKING_KINDS,
   ServiceError,
   TERMINAL_COMMAND_STATES,
   type Command,
@@ -27,7 +28,7 @@ import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
 import { assertLeaseOwner } from './lease-checks.js';
 import { toCommand } from './records.js';
-import { isTerminalRun, lockRunOrThrow } from './runs.js';
+import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';
 
 export const isTerminalCommand = (state: string) =>
   (TERMINAL_COMMAND_STATES as readonly string[]).includes(state);
@@ -266,13 +267,15 @@ export async function reportCommandStatus(
           message: body.steerDelivery.message ?? null,
         })
       : undefined;
-    return finishCommand(ctx, trx, run, command, {
+    const details = state !== 'completed' && body.details ? { ...body.details } : undefined;
+    const finished = await finishCommand(ctx, trx, run, command, {
       state,
       failureKind,
       message: body.message ?? null,
       via: 'runner',
       threadId: body.threadId ?? null,
       turnId: body.turnId ?? null,
+      ...(details ? { details } : {}),
       extra: {
         runner_id: body.runnerId,
         ...(body.threadId ? { thread_id: body.threadId } : {}),
@@ -280,6 +283,19 @@ export async function reportCommandStatus(
         ...(steer ? { steer_delivery: steer } : {}),
       },
     });
+    // An assembly that blocks one turn blocks every turn of the run: the run is blocked in the
+    // same transaction, so no reader sees a blocked command under a `running` run (and a
+    // runner that dies before its own run report leaves nothing behind).
+    if (state === 'blocked' && isRunBlocking(failureKind)) {
+      await terminateRun(ctx, trx, await lockRunOrThrow(trx, run.run_id), {
+        state: 'blocked',
+        failureKind,
+        message: body.message ?? null,
+        ...(details ? { details } : {}),
+        source: 'runner-command-blocked',
+      });
+    }
+    return finished;
   });
   return toCommand(row);
 }
@@ -308,6 +324,9 @@ async function reportProgress(
   });
   return toCommand(row);
 }
+
+const isRunBlocking = (kind: string | null): boolean =>
+  kind !== null && (RUN_BLOCKING_KINDS as readonly string[]).includes(kind);
 
 function normalizeOutcome(
   state: Exclude<CommandStatusBody['state'], 'running'>,
