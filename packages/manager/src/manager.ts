@@ -7,7 +7,7 @@ import { Maintenance } from './maintenance.js';
 import { createSecretStore } from './secrets/create-store.js';
 import { loadSecretMasks, newManagerRedactor } from './secrets/masks.js';
 import type { SecretStore } from './secrets/store.js';
-import { expireDue } from './store/commands.js';
+import { expireCommands } from './domain/command-expiry.js';
 import { openStore, type Store } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { createLauncher } from './launcher/index.js';
@@ -151,7 +151,7 @@ export async function startManager(
   );
 
   const maintenance = new Maintenance(config.maintenanceIntervalMs, logger);
-  maintenance.add({ name: 'command-expiry', run: () => expireDue(store.db) });
+  maintenance.add({ name: 'command-expiry', run: () => expireCommands(built.ctx) });
   maintenance.add({ name: 'queue-counters', run: () => foldQueueCounters(store.db) });
   const gc = new Maintenance(config.sessions.gcIntervalMs, logger);
   gc.add({

@@ -12,7 +12,6 @@ import {
 } from '@svc/contracts';
 import {
   activeTurn,
-  expireDue,
   findCommand,
   findCommandByKey,
   insertCommand,
@@ -23,6 +22,7 @@ import { json } from '../store/json.js';
 import type { Executor, RunRow, Tx } from '../store/runs.js';
 import { runWakeKey } from '../store/wakeups.js';
 import { commandsCreated } from '../metrics/registry.js';
+import { expireCommands } from './command-expiry.js';
 import { checkCommandPayload } from './command-payload.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
@@ -167,7 +167,7 @@ export async function getCommandRow(
 }
 
 export async function getCommand(ctx: Ctx, runId: string, commandId: string): Promise<Command> {
-  await expireDue(ctx.db, runId);
+  await expireCommands(ctx, runId);
   return toCommand(await getCommandRow(ctx.db, commandId, runId));
 }
 

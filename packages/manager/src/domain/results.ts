@@ -19,7 +19,7 @@ import {
 } from '../store/result-queries.js';
 import { dbNow, type RunRow } from '../store/runs.js';
 import type { CommandRow } from '../store/commands.js';
-import { expireDue } from '../store/commands.js';
+import { expireCommands } from './command-expiry.js';
 import type { Ctx } from './context.js';
 import { getCommandRow } from './commands.js';
 import { deriveLiveness } from './liveness.js';
@@ -42,7 +42,7 @@ export async function buildResult(
   runId: string,
   options: { commandId?: string; afterSeq?: number },
 ): Promise<ResultEnvelope> {
-  await expireDue(ctx.db, runId);
+  await expireCommands(ctx, runId);
   const run = await getRunRow(ctx, runId);
   const command = options.commandId
     ? await getCommandRow(ctx.db, options.commandId, runId)

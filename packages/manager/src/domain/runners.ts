@@ -13,12 +13,8 @@ import {
   type RunnerRegisterBody,
   type RunnerRegistration,
 } from '@svc/contracts';
-import {
-  cancelledAfterDelivery,
-  expireDue,
-  listCommandsAfter,
-  markDelivered,
-} from '../store/commands.js';
+import { cancelledAfterDelivery, listCommandsAfter, markDelivered } from '../store/commands.js';
+import { expireCommands } from './command-expiry.js';
 import { iso, isoRequired, json } from '../store/json.js';
 import { dbNow, findRun, type Executor, type RunRow } from '../store/runs.js';
 import { runWakeKey } from '../store/wakeups.js';
@@ -295,7 +291,7 @@ export async function pollCommands(
 }
 
 async function readPage(ctx: Ctx, runId: string, afterSeq: number, limit: number) {
-  await expireDue(ctx.db, runId);
+  await expireCommands(ctx, runId);
   const [rows, run] = await Promise.all([
     listCommandsAfter(ctx.db, runId, afterSeq, limit),
     findRun(ctx.db, runId),

@@ -106,8 +106,25 @@ export async function markDelivered(db: Executor, ids: string[], runnerId: strin
     .execute();
 }
 
-/** accepted -> expired for commands past their TTL. Returns how many moved. */
-export async function expireDue(db: Executor, runId?: string): Promise<number> {
+/** Whether any accepted command (of one run, or any) is past its TTL: a cheap probe. */
+export async function anyDue(db: Executor, runId?: string): Promise<boolean> {
+  let query = db
+    .selectFrom('commands')
+    .select('command_id')
+    .where('state', '=', 'accepted')
+    .where('expires_at', '<=', sql<Date>`now()`);
+  if (runId) query = query.where('run_id', '=', runId);
+  return (await query.limit(1).executeTakeFirst()) !== undefined;
+}
+
+/**
+ * accepted -> expired for commands past their TTL. Returns the commands it moved (a command
+ * another transaction expired first is not among them: the state condition decides).
+ */
+export async function expireDue(
+  db: Executor,
+  runId?: string,
+): Promise<Array<Pick<CommandRow, 'command_id' | 'run_id' | 'thread_id'>>> {
   let query = db
     .updateTable('commands')
     .set({
@@ -120,8 +137,7 @@ export async function expireDue(db: Executor, runId?: string): Promise<number> {
     .where('state', '=', 'accepted')
     .where('expires_at', '<=', sql<Date>`now()`);
   if (runId) query = query.where('run_id', '=', runId);
-  const result = await query.executeTakeFirst();
-  return Number(result.numUpdatedRows);
+  return query.returning(['command_id', 'run_id', 'thread_id']).execute();
 }
 
 /** Commands cancelled after a runner took them: the runner must stop working on them. */
