@@ -1,0 +1,185 @@
+import { randomBytes } from 'node:crypto';
+import { FakeKube, testServerUrl, withDatabase } from '@svc/testkit';
+import pg from 'pg';
+import { startTestManager, taskBodyFor, type TestManager } from './scheduler-support.js';
+import { out, pct, requirePostgres } from './support.js';
+
+/**
+ * The automatic scheduler, measured on the same PostgreSQL as graphile-worker:
+ *
+ * 1. submit -> runner Job launched: a task submitted over the API until the Kubernetes Job
+ *    creation reaches the (fake) Kubernetes API, one task at a time, next to graphile-worker's
+ *    `addJob` -> task function start on a fresh database of the same server (target: our p50
+ *    within 3x of theirs). Ours does more: attempt, session, run, turn, per-job Secret and Job.
+ * 2. drain: 10,000 queued tasks through the scheduler of a fresh manager, launcher at its edge
+ *    (the fake Kubernetes API answering at once), until none is queued (target >= 1,000/s).
+ */
+const LATENCY_SAMPLES = Number(process.env['BENCH_SCHED_SAMPLES'] ?? 200);
+const DRAIN_TASKS = Number(process.env['BENCH_SCHED_DRAIN'] ?? 10_000);
+const JOBS_PATH = /\/apis\/batch\/v1\/namespaces\/[^/]+\/jobs$/;
+
+await requirePostgres();
+
+const kubeEnv = (fake: FakeKube, extra: Record<string, string> = {}) => ({
+  SVC_LAUNCHER: 'kubernetes',
+  SVC_SECRET_STORE: 'kubernetes',
+  SVC_KUBE_API_URL: fake.url,
+  SVC_MANAGER_PUBLIC_URL: 'http://svc-run-manager.svc-v01.svc:8080',
+  SVC_KUBE_POLL_INTERVAL_MS: '60000',
+  LOG_LEVEL: 'warn',
+  ...extra,
+});
+
+const jobsCreated = (fake: FakeKube) =>
+  fake.requests.filter((r) => r.method === 'POST' && JOBS_PATH.test(r.path)).length;
+
+/** Resolve as soon as `probe` holds, checking on every turn of the event loop. */
+async function until(probe: () => boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error('benchmark: condition not met in time');
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+async function submit(t: TestManager, body: Record<string, unknown>): Promise<void> {
+  const res = await t.api('POST', '/api/v1/queue/tasks', body);
+  if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${res.raw}`);
+}
+
+async function ourLatency(): Promise<number[]> {
+  const fake = await FakeKube.start();
+  const t = await startTestManager({
+    env: kubeEnv(fake, {
+      SVC_SCHEDULER: 'on',
+      SVC_SCHEDULER_MAX_RUNNING: '100000',
+      SVC_SCHEDULER_SCAN_MS: '5000',
+    }),
+  });
+  try {
+    await t.configureProfile('builtin-a');
+    const samples: number[] = [];
+    for (let i = 0; i < LATENCY_SAMPLES + 10; i++) {
+      const before = jobsCreated(fake);
+      const started = performance.now();
+      await submit(t, taskBodyFor(i));
+      await until(() => jobsCreated(fake) > before);
+      if (i >= 10) samples.push(performance.now() - started); // the first ten warm up
+    }
+    return samples;
+  } finally {
+    await t.close();
+    await fake.close();
+  }
+}
+
+async function graphileLatency(): Promise<number[]> {
+  const { run, makeWorkerUtils, Logger } = await import('graphile-worker');
+  const quiet = new Logger(() => () => undefined);
+  const server = (await testServerUrl())!;
+  const name = `svc_bench_gw_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: server });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  const url = withDatabase(server, name);
+  let started: (() => void) | undefined;
+  // One pool we own, ended before the database is dropped.
+  const pgPool = new pg.Pool({ connectionString: url, max: 4 });
+  pgPool.on('error', () => undefined);
+  const runner = await run({
+    pgPool,
+    concurrency: 1,
+    noHandleSignals: true,
+    pollInterval: 2000,
+    taskList: {
+      bench: () => {
+        started?.();
+        return Promise.resolve();
+      },
+    },
+    logger: quiet,
+  });
+  const utils = await makeWorkerUtils({ pgPool, logger: quiet });
+  try {
+    const samples: number[] = [];
+    for (let i = 0; i < LATENCY_SAMPLES + 10; i++) {
+      const ran = new Promise<void>((resolve) => (started = resolve));
+      const t0 = performance.now();
+      await utils.addJob('bench', { i });
+      await ran;
+      if (i >= 10) samples.push(performance.now() - t0);
+    }
+    return samples;
+  } finally {
+    await utils.release();
+    await runner.stop();
+    await pgPool.end();
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  }
+}
+
+async function drainRate(): Promise<{ seconds: number; perSecond: number; launched: number }> {
+  const fake = await FakeKube.start();
+  // Seed with the scheduler off, then hand the same database to a manager that schedules.
+  const seeder = await startTestManager({ env: kubeEnv(fake) });
+  const store = seeder.store;
+  await seeder.configureProfile('builtin-a');
+  const tenants = ['tenant-a', 'tenant-b'];
+  for (let i = 0; i < DRAIN_TASKS; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, DRAIN_TASKS - i) }, (_, k) =>
+        submit(seeder, { ...taskBodyFor(i + k), tenantId: tenants[(i + k) % 2] }),
+      ),
+    );
+  }
+  await seeder.manager.close();
+  const before = jobsCreated(fake);
+  const started = performance.now();
+  const t = await startTestManager({
+    store,
+    env: kubeEnv(fake, {
+      SVC_SCHEDULER: 'on',
+      SVC_SCHEDULER_MAX_RUNNING: '100000',
+      SVC_SCHEDULER_BATCH: '500',
+      SVC_SCHEDULER_LAUNCH_CONCURRENCY: '32',
+      SVC_SCHEDULER_SCAN_MS: '1000',
+    }),
+  });
+  try {
+    const pool = new pg.Pool({ connectionString: (store as { url: string }).url, max: 1 });
+    for (;;) {
+      const { rows } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM queue_tasks WHERE state = 'queued'`,
+      );
+      if (rows[0]!.n === 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const seconds = (performance.now() - started) / 1000;
+    await pool.end();
+    return { seconds, perSecond: DRAIN_TASKS / seconds, launched: jobsCreated(fake) - before };
+  } finally {
+    await t.close();
+    await store.drop();
+    await fake.close();
+  }
+}
+
+const ours = await ourLatency();
+const theirs = await graphileLatency();
+const ratio = pct(ours, 50) / Math.max(pct(theirs, 50), 0.001);
+out(
+  `submit -> runner Job launched, ${ours.length} tasks, p50 / p99`,
+  `${pct(ours, 50).toFixed(1)} / ${pct(ours, 99).toFixed(1)} ms`,
+);
+out(
+  `graphile-worker addJob -> task start, ${theirs.length} jobs, p50 / p99`,
+  `${pct(theirs, 50).toFixed(1)} / ${pct(theirs, 99).toFixed(1)} ms`,
+);
+out('ratio of p50s (ours / graphile-worker)', `${ratio.toFixed(2)}x`, '(target <= 3x)');
+const drain = await drainRate();
+out(
+  `drain ${DRAIN_TASKS} queued tasks (Kubernetes API at its edge)`,
+  `${drain.perSecond.toFixed(0)} tasks/s`,
+  `(target >= 1000/s; ${drain.seconds.toFixed(1)} s, ${drain.launched} Jobs)`,
+);
