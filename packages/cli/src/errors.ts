@@ -11,7 +11,18 @@ export const EXIT = {
   api: 3,
   /** The manager could not be reached. */
   unreachable: 4,
+  /** `--follow`: the followed turn ended failed or blocked. */
+  turnFailed: 5,
+  /** `--follow`: the followed turn was cancelled. */
+  turnCancelled: 6,
 } as const;
+
+/** The exit code of a followed turn by its terminal status (as `gh run watch --exit-status`). */
+export function turnExitCode(status: string | null | undefined): number {
+  if (status === 'completed') return EXIT.ok;
+  if (status === 'cancelled') return EXIT.turnCancelled;
+  return EXIT.turnFailed;
+}
 
 /** A problem with what the user typed or piped in; nothing was sent to the manager. */
 export class UsageError extends Error {
@@ -20,25 +31,30 @@ export class UsageError extends Error {
 
 export interface Failure {
   exitCode: number;
+  /** Stable failure kind: the manager's failureKind, or usage, manager-unreachable, internal-error. */
+  kind: string;
+  message: string;
+  /** `<kind>: <message>`, the one line printed on standard error. */
   line: string;
 }
+
+const failure = (exitCode: number, kind: string, message: string): Failure => ({
+  exitCode,
+  kind,
+  message,
+  line: `${kind}: ${message}`,
+});
 
 /** One line per failure, always naming its kind: `<kind>: <message>`. */
 export function describeFailure(error: unknown): Failure {
   if (error instanceof ApiError) {
     const trace = error.traceId ? `, traceId ${error.traceId}` : '';
-    return {
-      exitCode: EXIT.api,
-      line: `${error.failureKind}: ${error.message} (HTTP ${error.status}${trace})`,
-    };
+    return failure(EXIT.api, error.failureKind, `${error.message} (HTTP ${error.status}${trace})`);
   }
-  if (error instanceof UnreachableError) {
-    return { exitCode: EXIT.unreachable, line: `manager-unreachable: ${error.message}` };
-  }
-  if (error instanceof ConfigError) {
-    return { exitCode: EXIT.usage, line: `usage: ${error.problems.join('; ')}` };
-  }
-  if (error instanceof UsageError) return { exitCode: EXIT.usage, line: `usage: ${error.message}` };
+  if (error instanceof UnreachableError)
+    return failure(EXIT.unreachable, 'manager-unreachable', error.message);
+  if (error instanceof ConfigError) return failure(EXIT.usage, 'usage', error.problems.join('; '));
+  if (error instanceof UsageError) return failure(EXIT.usage, 'usage', error.message);
   const message = error instanceof Error ? error.message : String(error);
-  return { exitCode: EXIT.internal, line: `internal-error: ${message}` };
+  return failure(EXIT.internal, 'internal-error', message);
 }

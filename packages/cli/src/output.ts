@@ -1,4 +1,5 @@
 import type { Redactor } from '@svc/contracts';
+import { paint, type Tone } from './colour.js';
 
 /** Longest line a bounded (default) view prints; longer text is cut with an ellipsis. */
 export const MAX_LINE = 200;
@@ -16,13 +17,16 @@ export class Output {
   constructor(
     private readonly redactor: Redactor,
     readonly json: boolean,
+    /** Colour human lines (a terminal, NO_COLOR unset: see colour.ts). */
+    private readonly colour = false,
     private readonly stdout: NodeJS.WritableStream = process.stdout,
     private readonly stderr: NodeJS.WritableStream = process.stderr,
   ) {}
 
-  /** One bounded human line. */
-  line(text = ''): void {
-    this.stdout.write(`${this.redactor.redact(clip(text))}\n`);
+  /** One bounded human line, in a tone on a terminal (clipped before colouring). */
+  line(text = '', tone?: Tone): void {
+    const plain = this.redactor.redact(clip(text));
+    this.stdout.write(`${this.colour ? paint(plain, tone) : plain}\n`);
   }
 
   /** Text printed whole (an expanded `--full` block), redacted. */

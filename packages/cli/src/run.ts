@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ApiClient, Redactor } from '@svc/contracts';
+import { colourWanted } from './colour.js';
 import { loadCliConfig, type CliConfig, type GlobalFlags } from './config.js';
-import { describeFailure, EXIT } from './errors.js';
+import { describeFailure, EXIT, type Failure } from './errors.js';
 import { Output } from './output.js';
 
 /** What one command invocation works with, built from the global flags and the environment. */
@@ -11,28 +13,49 @@ export interface Invocation {
   out: Output;
 }
 
-export type Action<A extends unknown[]> = (inv: Invocation, ...args: A) => Promise<void>;
+/** An action may answer an exit code (a followed turn that failed); nothing means success. */
+export type Action<A extends unknown[]> = (inv: Invocation, ...args: A) => Promise<number | void>;
+
+/** The clients' version: the one in packages/cli/package.json (src/ and dist/ sit beside it). */
+export const CLI_VERSION = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  }
+).version;
+
+/** `--json` among the flags (before a `--` that ends them). */
+function asksForJson(argv: readonly string[]): boolean {
+  const end = argv.indexOf('--');
+  return (end === -1 ? argv : argv.slice(0, end)).includes('--json');
+}
 
 /**
- * The program skeleton shared by `queue` and `sessions`: global flags, one redactor for every
- * printed line (it learns the token before anything is sent), usage errors as exit 2.
+ * The program skeleton shared by `queue`, `sessions` and `runs`: global flags, one redactor for
+ * every printed line (it learns the token before anything is sent), usage errors as exit 2.
  */
 export class Cli {
   readonly redactor = new Redactor();
   readonly program: Command;
+  private exitCode: number = EXIT.ok;
+  private json = false;
 
   constructor(name: string, description: string) {
     this.program = new Command(name)
       .description(description)
+      .version(CLI_VERSION, '-V, --version', 'print the version and exit')
       .option('--url <url>', 'manager URL (default SVC_MANAGER_URL, else http://127.0.0.1:8080)')
       .option('--token <token>', 'API key (default SVC_API_KEY)')
       .option('--json', 'print JSON (the default when standard output is not a terminal)')
       .exitOverride()
       .configureOutput({
         writeErr: (text) => process.stderr.write(this.redactor.redact(text)),
-        // Usage errors are one line like every other failure, naming their kind.
-        outputError: (text, write) =>
-          write(`${name}: usage: ${text.replace(/^error: /, '').trim()} (see ${name} --help)\n`),
+        // Usage errors are one line like every other failure, naming their kind; under --json
+        // they are the same JSON object as every other failure, on standard output.
+        outputError: (text, write) => {
+          const message = `${text.replace(/^error: /, '').trim()} (see ${name} --help)`;
+          if (this.json) this.printJsonFailure({ kind: 'usage', message });
+          else write(`${name}: usage: ${message}\n`);
+        },
       });
   }
 
@@ -44,9 +67,19 @@ export class Cli {
       const config = loadCliConfig(flags);
       this.redactor.add(config.token).add(config.urlPassword);
       const client = new ApiClient({ baseUrl: config.url, token: config.token });
-      const out = new Output(this.redactor, config.json);
-      await fn({ config, client, out }, ...(args.slice(0, -1) as A));
+      const out = new Output(
+        this.redactor,
+        config.json,
+        !config.json && colourWanted(process.stdout),
+      );
+      const code = await fn({ config, client, out }, ...(args.slice(0, -1) as A));
+      if (typeof code === 'number') this.exitCode = code;
     };
+  }
+
+  private printJsonFailure(f: Pick<Failure, 'kind' | 'message'>): void {
+    const body = JSON.stringify({ error: { kind: f.kind, message: f.message } });
+    process.stdout.write(`${this.redactor.redact(body)}\n`);
   }
 
   /** Parse and run; the exit code says how it went (packages/cli/README.md). */
@@ -55,13 +88,18 @@ export class Cli {
       this.program.outputHelp({ error: true });
       return EXIT.usage;
     }
+    this.json = asksForJson(argv);
     try {
       await this.program.parseAsync([...argv], { from: 'user' });
-      return EXIT.ok;
+      return this.exitCode;
     } catch (error) {
       if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
       const failure = describeFailure(error);
-      process.stderr.write(`${this.redactor.redact(`${this.program.name()}: ${failure.line}`)}\n`);
+      if (this.json) this.printJsonFailure(failure);
+      else {
+        const line = `${this.program.name()}: ${failure.line}`;
+        process.stderr.write(`${this.redactor.redact(line)}\n`);
+      }
       return failure.exitCode;
     }
   }

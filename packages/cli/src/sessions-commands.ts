@@ -152,11 +152,14 @@ export function sessionsProgram(): Cli {
       .argument('<sessionId>')
       .option('--after-seq <seq>', 'start after this source seq', intOption('--after-seq'))
       .option('--limit <n>', 'events per page (at most 1000)', intOption('--limit', 1000, 1))
-      .option('--follow', "keep printing new events until the session's command is terminal")
+      .option(
+        '--follow',
+        "keep printing new events until the session's command is terminal; exit 0 when it completed, 5 when it failed or was blocked, 6 when it was cancelled",
+      )
       .action(
-        cli.action(async (inv, sessionId: string, flags: EventFlags) => {
-          await sessionEvents(inv, sessionId, kind, flags);
-        }),
+        cli.action((inv, sessionId: string, flags: EventFlags) =>
+          sessionEvents(inv, sessionId, kind, flags),
+        ),
       );
   }
 

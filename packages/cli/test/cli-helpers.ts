@@ -37,7 +37,7 @@ export function assertBuilt(): void {
 const quote = (arg: string) => `'${arg.replaceAll("'", `'\\''`)}'`;
 
 export function cli(
-  name: 'queue' | 'sessions',
+  name: 'queue' | 'sessions' | 'runs',
   args: string[],
   options: CliOptions = {},
 ): Promise<CliResult> {
@@ -72,7 +72,7 @@ export function cli(
 
 /** Run and parse the JSON standard output, insisting on success. */
 export async function cliJson(
-  name: 'queue' | 'sessions',
+  name: 'queue' | 'sessions' | 'runs',
   args: string[],
   options: CliOptions = {},
 ): Promise<any> {
@@ -81,9 +81,13 @@ export async function cliJson(
   return JSON.parse(result.stdout);
 }
 
+/** A colour code (SGR), as the clients print them on a terminal. */
+const ANSI = new RegExp(`${String.fromCharCode(27)}\\[\\d+m`, 'g');
+
 /** Bounded: no line longer than the client's cap, and not more lines than expected. */
 export function assertBounded(text: string, maxLines: number): void {
-  const lines = text.split('\n');
+  // The bound is on what a person sees: colour codes take no columns.
+  const lines = text.replace(ANSI, '').split('\n');
   assert.ok(lines.length <= maxLines, `${lines.length} lines > ${maxLines}`);
   for (const line of lines) assert.ok(line.length <= 200, `line of ${line.length}: ${line}`);
 }

@@ -1,4 +1,5 @@
 import type { EventEnvelope, SendResponse, Session, SessionPage } from '@svc/contracts';
+import { stateTone, type Tone } from '../colour.js';
 import { supervisorLine } from './common.js';
 
 export function sessionHead(s: Session): string {
@@ -69,4 +70,11 @@ export function eventLine(e: EventEnvelope): string {
       text = str(d);
   }
   return `#${e.seq} ${e.category}${e.name ? ` ${e.name}` : ''}  ${text}`;
+}
+
+/** The tone of an event line on a terminal: errors stand out, a terminal status by its status. */
+export function eventTone(e: EventEnvelope): Tone | undefined {
+  if (e.category === 'error') return 'bad';
+  if (e.category === 'terminal_status') return stateTone(str(e.data['status']));
+  return undefined;
 }
