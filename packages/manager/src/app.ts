@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import Fastify from 'fastify';
+import Fastify, { LogController } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Redactor } from '@svc/contracts';
 import type { ManagerConfig } from './config.js';
@@ -12,6 +12,7 @@ import { DrainState } from './http/drain.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
 import { registerValidation } from './http/validation.js';
+import { registerRequestLogging } from './http/request-log.js';
 import type { Logger } from './logging.js';
 import { backendRoutes } from './routes/backends.js';
 import { commandRoutes } from './routes/commands.js';
@@ -77,11 +78,14 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     return503OnClosing: true,
     frameworkErrors: frameworkFailure,
     forceCloseConnections: true,
+    // Request lines come from http/request-log.ts, at a level that depends on the route.
+    logController: new LogController({ disableRequestLogging: true }),
   }).withTypeProvider<TypeBoxTypeProvider>() as unknown as App;
 
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  registerRequestLogging(app);
   registerHttpMetrics(app);
   const drain = deps.drain ?? new DrainState();
   drain.register(app);

@@ -1,4 +1,4 @@
-import { createRedactedLogger, type Logger, type Redactor } from '@svc/contracts';
+import { createRedactedLogger, type LogFormat, type Logger, type Redactor } from '@svc/contracts';
 import type { DestinationStream } from 'pino';
 
 export type { Logger } from '@svc/contracts';
@@ -8,6 +8,7 @@ export function createLogger(options: {
   level: string;
   redactor: Redactor;
   destination?: DestinationStream;
+  format?: LogFormat;
 }): Logger {
   return createRedactedLogger(options);
 }

@@ -59,6 +59,7 @@ export async function startManager(
   const redactor = newManagerRedactor(new Redactor(), config);
   const logger = createLogger({
     level: config.logLevel,
+    format: config.logFormat,
     redactor,
     ...(options.logDestination ? { destination: options.logDestination } : {}),
   });

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { EnvReader, type Env } from '@svc/contracts';
+import { defaultLogFormat, EnvReader, type Env, type LogFormat } from '@svc/contracts';
 import { assemblyConfigFromEnv, type AssemblyEnvConfig } from './assembly/index.js';
 
 export interface ToolCredentialProjection {
@@ -47,6 +47,8 @@ export interface RunnerConfig {
   /** The manager's image resolution (ref, digest, source, reuse), no secret in it. */
   imageSummary: Record<string, unknown> | null;
   logLevel: string;
+  /** LOG_FORMAT: `json` (a job log) unless set, or stdout is a terminal. */
+  logFormat: LogFormat;
   /** Base tools the runner refuses to start without (infra-failed). */
   requiredTools: string[];
   /** The service's own tools (tran, trans, apply_patch), linked into every run's PATH. */
@@ -132,6 +134,7 @@ export function loadRunnerConfig(env: Env = process.env): RunnerConfig {
         v && typeof v === 'object' && !Array.isArray(v) ? null : 'must be a JSON object',
       ) ?? null,
     logLevel: r.string('LOG_LEVEL', 'info'),
+    logFormat: r.oneOf('LOG_FORMAT', ['json', 'pretty'] as const, defaultLogFormat()),
     requiredTools: r.list('SVC_REQUIRED_TOOLS', ['git', 'node']),
     serviceToolsDir: r.optional('SVC_SERVICE_TOOLS_DIR') ?? defaultServiceTools(),
     assembly: assemblyFromEnv(r, env),

@@ -1,23 +1,42 @@
-import type { Redactor } from '@svc/contracts';
+import {
+  createRedactedLogger,
+  defaultLogFormat,
+  type DestinationStream,
+  type LogFormat,
+  type Logger,
+  type Redactor,
+} from '@svc/contracts';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
-const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface RunnerLogOptions {
+  level?: LogLevel;
+  /** Fields on every line: the run, the runner and its attempt, so a job log is searchable. */
+  base?: Record<string, unknown>;
+  format?: LogFormat;
+  destination?: DestinationStream;
+}
 
 /**
- * One JSON line per entry on stdout (the job log). Every line passes the run's redactor, which
- * knows the manager token, transientEnv values and the credentials the runner projected.
+ * The runner's log on stdout (the job log), in the manager's shape: pino lines with level,
+ * time, msg and the run's ids. Every line passes the run's redactor, which knows the manager
+ * token, transientEnv values and the credentials the runner projected.
  */
 export class RunnerLog {
-  constructor(
-    private readonly redactor: Redactor,
-    private readonly level: LogLevel = 'info',
-    private readonly write: (line: string) => void = (line) => process.stdout.write(line),
-  ) {}
+  readonly logger: Logger;
+
+  constructor(redactor: Redactor, options: RunnerLogOptions = {}) {
+    this.logger = createRedactedLogger({
+      level: options.level ?? 'info',
+      redactor,
+      format: options.format ?? defaultLogFormat(),
+      destination: options.destination,
+      base: { pid: process.pid, ...options.base },
+    });
+  }
 
   log(level: LogLevel, message: string, fields: Record<string, unknown> = {}): void {
-    if (ORDER[level] < ORDER[this.level]) return;
-    const line = JSON.stringify({ time: new Date().toISOString(), level, msg: message, ...fields });
-    this.write(`${this.redactor.redact(line)}\n`);
+    this.logger[level](fields, message);
   }
 
   debug(message: string, fields?: Record<string, unknown>): void {

@@ -56,11 +56,18 @@ export class Runner {
 
   constructor(private readonly config: RunnerConfig) {
     // One redactor for everything the runner writes: it learns every secret it touches.
-    this.log = new RunnerLog(
-      this.redactor,
-      (['debug', 'info', 'warn', 'error'] as const).find((l) => l === config.logLevel) ?? 'info',
-    );
     this.runnerId = config.runnerId ?? newId('rnr');
+    this.log = new RunnerLog(this.redactor, {
+      level:
+        (['debug', 'info', 'warn', 'error'] as const).find((l) => l === config.logLevel) ?? 'info',
+      format: config.logFormat,
+      base: {
+        runId: config.runId,
+        runnerId: this.runnerId,
+        ...(config.attemptId ? { attemptId: config.attemptId } : {}),
+        ...(config.jobName ? { jobName: config.jobName } : {}),
+      },
+    });
     this.redactor.add(config.managerToken);
     for (const { value } of config.transientEnv) this.redactor.add(value);
     this.client = new ManagerClient(config.managerUrl, config.managerToken, config.runId);

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { ManagerConfig } from '../config.js';
 import type { Store } from '../store/db.js';
+import { ROUTINE } from '../http/request-log.js';
 import { migrationState } from '../store/migrate.js';
 import type { App } from './common.js';
 
@@ -73,9 +74,11 @@ export function healthRoutes(app: App, sources: HealthSources): void {
   };
 
   app.get('/health', { schema: { response: { 200: Health } } }, report);
+  // Probes come every few seconds from the orchestrator: routine request lines.
   app.get(
     '/health/live',
     {
+      config: ROUTINE,
       schema: {
         response: { 200: Type.Object({ status: Type.String(), serviceId: Type.String() }) },
       },
@@ -87,7 +90,7 @@ export function healthRoutes(app: App, sources: HealthSources): void {
   );
   app.get(
     '/health/readiness',
-    { schema: { response: { 200: Health, 503: Health } } },
+    { config: ROUTINE, schema: { response: { 200: Health, 503: Health } } },
     async (_request, reply) => {
       const body = await report();
       return reply.code(body.ready ? 200 : 503).send(body);

@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { ROUTINE } from '../http/request-log.js';
 import { registry } from '../metrics/registry.js';
 import type { StoreGauges } from '../metrics/store-gauges.js';
 import { errors, type App } from './common.js';
@@ -8,7 +9,7 @@ export function metricsRoutes(app: App, gauges: StoreGauges): void {
   app.get(
     '/metrics',
     {
-      logLevel: 'debug',
+      config: ROUTINE,
       schema: {
         summary: 'Prometheus metrics (text exposition format)',
         response: {

@@ -17,6 +17,7 @@ import { ackCommand, reportCommandStatus } from '../domain/commands.js';
 import type { Ctx } from '../domain/context.js';
 import { reportRunStatus } from '../domain/run-status.js';
 import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runners.js';
+import { ROUTINE } from '../http/request-log.js';
 import { openWaits } from '../metrics/registry.js';
 import {
   clientGone,
@@ -51,13 +52,11 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
     async (request) => claimRun(ctx, request.params.runId, request.body),
   );
 
-  // Heartbeats and polls come every few seconds from every runner: their request lines are
-  // debug, so an operator's info log shows what changed rather than who is still alive.
+  // Heartbeats and polls come every few seconds from every runner: routine request lines.
   app.patch(
     '/api/v1/runs/:runId/lease',
     {
-      config: RUNNER,
-      logLevel: 'debug',
+      config: { ...RUNNER, ...ROUTINE },
       schema: { params: RunParams, body: LeaseBody, response: { 200: LeaseResponse, ...errors } },
     },
     async (request) => heartbeat(ctx, request.params.runId, request.body, leaseTokenOf(request)),
@@ -66,8 +65,7 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
   app.get(
     '/api/v1/runs/:runId/commands',
     {
-      config: RUNNER,
-      logLevel: 'debug',
+      config: { ...RUNNER, ...ROUTINE },
       schema: {
         params: RunParams,
         querystring: PollQuery,
