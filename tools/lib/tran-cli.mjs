@@ -1,6 +1,7 @@
 // Command lines of `tran` (every route) and `trans` (the script form). Parsing only: the request
 // goes out through platform-ssh.mjs; nothing here runs a local shell.
 import { parsePatch, PatchError } from './patch.mjs';
+import { printVersion } from './version.mjs';
 import {
   EXIT,
   LIMITS,
@@ -298,6 +299,7 @@ async function execute(request, parsed, env, tool) {
 export async function runTran(args, env = process.env) {
   try {
     const [route, ...tail] = args;
+    if (route === '--version' || route === '-V') return printVersion('tran');
     if (route === undefined || route === '--help' || route === '-h' || route === 'help') {
       process.stdout.write(`${JSON.stringify(tranHelp(), null, 2)}\n`);
       return 0;
@@ -330,6 +332,7 @@ export async function runTran(args, env = process.env) {
 export async function runTrans(args, env = process.env) {
   try {
     const [route, ...rest] = args;
+    if (route === '--version' || route === '-V') return printVersion('trans');
     if (route === undefined || route === '--help' || route === '-h' || route === 'help') {
       process.stdout.write(`${JSON.stringify(transHelp(), null, 2)}\n`);
       return 0;

@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { ConfigError, type Env } from '@svc/contracts';
+import { ConfigError, packageVersion, type Env } from '@svc/contracts';
 import {
   contractCommand,
   credentialRequestCommand,
@@ -19,6 +19,11 @@ import { startBroker } from './server.js';
 function program(env: Env): Command {
   const root = new Command('auth-broker')
     .description('Auth broker for code-host operations, and its client adapter')
+    .version(
+      packageVersion(new URL('../package.json', import.meta.url)),
+      '-V, --version',
+      'print the version and exit',
+    )
     .exitOverride()
     .configureOutput({ writeErr: () => undefined });
 
@@ -98,6 +103,11 @@ async function serve(): Promise<void> {
 
 async function main(argv: string[]): Promise<void> {
   const root = program(process.env);
+  // Help is asked for, so it goes to standard output (and before anything else is parsed).
+  if (argv[2] === '--help' || argv[2] === '-h') {
+    process.stdout.write(root.helpInformation());
+    return;
+  }
   if (argv.length <= 2) {
     process.stderr.write(root.helpInformation());
     process.exitCode = EXIT_USAGE;

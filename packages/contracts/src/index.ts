@@ -36,3 +36,4 @@ export * from './schemas/queue.js';
 export * from './secret-patterns.js';
 export { isMaskable, secretForms, MIN_SECRET_LENGTH } from './secret-forms.js';
 export * from './schemas/scheduler.js';
+export { answerInfoFlags, packageVersion, type ProgramInfo } from './program-info.js';

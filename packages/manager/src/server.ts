@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { ConfigError } from '@svc/contracts';
+import { answerInfoFlags, ConfigError } from '@svc/contracts';
 import { loadConfig } from './config.js';
 import { startManager } from './manager.js';
 import { DataDirLockedError } from './store/data-dir-lock.js';
@@ -24,19 +24,41 @@ async function main(): Promise<void> {
   process.once('SIGTERM', () => stop('SIGTERM'));
 }
 
-main().catch((error: unknown) => {
-  if (error instanceof ConfigError) {
-    console.error(`run-manager: ${error.message}`);
-    process.exit(2);
-  }
-  if (error instanceof MigrationError) {
-    console.error(`run-manager: ${error.message}; the service did not start`);
-    process.exit(3);
-  }
-  if (error instanceof DataDirLockedError) {
-    console.error(`run-manager: ${error.message}`);
-    process.exit(4);
-  }
-  console.error('run-manager: failed to start:', error instanceof Error ? error.message : error);
-  process.exit(1);
-});
+const USAGE = `
+usage: run-manager [--help | --version]
+
+The run manager: REST API, web console, scheduler and runner launcher of the agent run service.
+It takes no arguments; it is configured by its environment, among others:
+  DATABASE_URL        PostgreSQL (without it: an embedded store under SVC_DATA_DIR)
+  HOST, PORT          where to listen (default 127.0.0.1:8080)
+  SVC_API_KEY_FILE    the API key clients present
+  SVC_DEPLOYMENT_MODE local (default) or runtime
+See README.md and docs/operations.md for every variable.
+
+Exit codes: 0 stopped cleanly · 1 a failure · 2 bad configuration · 3 a migration failed ·
+4 the data directory is in use by another manager.`;
+
+// Answered before anything is read or started: `run-manager --help` never opens a port.
+if (
+  !answerInfoFlags(process.argv.slice(2), {
+    name: 'run-manager',
+    usage: USAGE,
+    packageJson: new URL('../package.json', import.meta.url),
+  })
+)
+  main().catch((error: unknown) => {
+    if (error instanceof ConfigError) {
+      console.error(`run-manager: ${error.message}`);
+      process.exit(2);
+    }
+    if (error instanceof MigrationError) {
+      console.error(`run-manager: ${error.message}; the service did not start`);
+      process.exit(3);
+    }
+    if (error instanceof DataDirLockedError) {
+      console.error(`run-manager: ${error.message}`);
+      process.exit(4);
+    }
+    console.error('run-manager: failed to start:', error instanceof Error ? error.message : error);
+    process.exit(1);
+  });

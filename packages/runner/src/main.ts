@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { ConfigError } from '@svc/contracts';
+import { answerInfoFlags, ConfigError } from '@svc/contracts';
 import { loadRunnerConfig } from './config.js';
 import { Runner } from './runner.js';
 
@@ -34,7 +34,25 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  () => process.exit(1),
-);
+const USAGE = `
+usage: runner [--help | --version]
+
+The runner of one run: claims it from the manager, drives the coding agent (codex app-server)
+and streams its events back. It takes no arguments; it is configured by its environment
+(SVC_MANAGER_URL, SVC_RUN_ID, SVC_PROFILE_DIR, SVC_WORKSPACE_DIR, …), which the manager's
+launcher sets for each runner Job. See docs/operations.md.
+
+Exit codes: 0 the run was served · 1 a failure · 2 bad configuration · 143 terminated.`;
+
+// Answered before any configuration is read or process started.
+if (
+  !answerInfoFlags(process.argv.slice(2), {
+    name: 'runner',
+    usage: USAGE,
+    packageJson: new URL('../package.json', import.meta.url),
+  })
+)
+  main().then(
+    (code) => process.exit(code),
+    () => process.exit(1),
+  );
