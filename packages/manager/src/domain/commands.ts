@@ -104,12 +104,12 @@ export async function createCommand(
       .where('run_id', '=', runId)
       .execute();
     if (latest === row.command_id) await ctx.hooks.afterCommand?.(trx, run, row);
+    // The runner's wake-up rides in this transaction (NOTIFY is sent on commit): no commit of
+    // its own, and a woken long-poll always finds the command.
+    await ctx.wakeups.publishIn(trx, runWakeKey(runId));
     return { row, created: true };
   });
-  if (result.created) {
-    commandsCreated.inc({ type: result.row.type });
-    await ctx.wakeups.publish(runWakeKey(runId));
-  }
+  if (result.created) commandsCreated.inc({ type: result.row.type });
   return { command: toCommand(result.row), created: result.created };
 }
 

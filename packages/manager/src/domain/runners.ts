@@ -193,7 +193,14 @@ function leaseGrant(run: RunRow, ttlMs: number) {
   };
 }
 
-/** Heartbeat: extends the lease of its owner and hands back the run's control signals. */
+/**
+ * Heartbeat: extends the lease of its owner and hands back the run's control signals, in one
+ * statement (one round trip, one commit). A lease renewal is re-derivable after a crash (the
+ * runner renews again within its TTL, and a lost renewal at worst lets a lease lapse early, which
+ * the claim protocol already handles), so its commit skips the synchronous WAL flush: the
+ * setting is local to this statement's transaction and reverts at its end. Nothing else written
+ * here needs durability.
+ */
 export async function heartbeat(
   ctx: Ctx,
   runId: string,
@@ -202,28 +209,36 @@ export async function heartbeat(
 ): Promise<LeaseResponse> {
   const ttl = ctx.config.leaseTtlMs;
   const activity = body.lastActivityAt ? new Date(body.lastActivityAt) : null;
-  const updated = await ctx.db
-    .updateTable('runs')
-    .set({
-      lease_expires_at: sql`now() + make_interval(secs => ${ttl / 1000})`,
-      heartbeat_at: sql`now()`,
-      // Runner clocks are not trusted beyond the database clock.
-      ...(activity
-        ? {
-            last_activity_at: sql`least(now(), greatest(last_activity_at, ${activity}::timestamptz))`,
-            last_activity_kind: body.lastActivityKind ?? 'agent-notification',
-          }
-        : {}),
-      updated_at: sql`now()`,
-    } as never)
-    .where('run_id', '=', runId)
-    .where('lease_owner', '=', body.runnerId)
-    // Fenced in the same statement: a token never issued cannot match any stored hash.
-    .where('lease_token_hash', '=', tokenHash(leaseToken ?? ''))
-    .returningAll()
-    .executeTakeFirst();
+  // Runner clocks are not trusted beyond the database clock.
+  const activitySet = activity
+    ? sql`, last_activity_at = least(now(), greatest(last_activity_at, ${activity}::timestamptz)),
+         last_activity_kind = ${body.lastActivityKind ?? 'agent-notification'}`
+    : sql``;
+  const { rows } = await sql<RunRow & { cancelled_command_ids: string[] }>`
+    WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)
+    UPDATE runs SET
+      lease_expires_at = now() + make_interval(secs => ${ttl / 1000}),
+      heartbeat_at = now(),
+      updated_at = now() ${activitySet}
+    FROM relaxed
+    WHERE run_id = ${runId} AND lease_owner = ${body.runnerId}
+      -- Fenced in the same statement: a token never issued cannot match any stored hash.
+      AND lease_token_hash = ${tokenHash(leaseToken ?? '')}
+    RETURNING runs.*, ARRAY(
+      SELECT c.command_id FROM commands c
+      WHERE c.run_id = runs.run_id AND c.state = 'cancelled' AND c.delivered_at IS NOT NULL
+      ORDER BY c.terminal_at DESC LIMIT 50
+    ) AS cancelled_command_ids`.execute(ctx.db);
+  const updated = rows[0];
   if (!updated) throw leaseConflict(await getRunRow(ctx, runId));
-  return { lease: leaseGrant(updated, ttl), control: await controlSignals(ctx.db, updated) };
+  return {
+    lease: leaseGrant(updated, ttl),
+    control: {
+      runState: updated.state,
+      cancelRequested: updated.cancel_requested_at !== null,
+      cancelledCommandIds: updated.cancelled_command_ids,
+    },
+  };
 }
 
 export async function controlSignals(db: Executor, run: RunRow): Promise<RunControlSignals> {
