@@ -3,7 +3,9 @@ import { after, before, describe, it } from 'node:test';
 import { ensureTestTag, FakeProvider, killTagged, waitForNoTaggedProcesses } from '@svc/testkit';
 import {
   configureProviderProfile,
+  createSession,
   dispatch,
+  sendToSession,
   startE2E,
   waitFor,
   type E2E,
@@ -232,6 +234,19 @@ describe('following a run with the real agent', () => {
       assert.equal(followed.code, 5, followed.stderr);
       assert.match(followed.stderr, /ended failed/);
       assert.ok(followed.stdout.includes('"category":"error"'));
+
+      // `sessions output --follow` answers the same way for a session's failed turn.
+      provider.enqueue(
+        ...Array.from({ length: 8 }, () => ({ kind: 'http-error', status: 401 }) as const),
+      );
+      const session = await createSession(e.t, { backendProfile: 'runs-fail' });
+      await sendToSession(e.t, session.sessionId, { prompt: 'hello again' });
+      const output = await cli('sessions', ['output', session.sessionId, '--follow'], {
+        env,
+        timeoutMs: 120_000,
+      });
+      assert.equal(output.code, 5, output.stderr);
+      assert.match(output.stderr, /last outcome failed/);
     } finally {
       await provider.close();
     }
