@@ -64,6 +64,10 @@ export class RunContext {
         `no projection of the ${this.run.backendProfile} profile Secret was mounted for this runner`,
       );
     }
+    // A relative host path is refused before anything is written with it (the agent home's
+    // config names the workspace as a trusted project).
+    if (this.run.workspaceRef.kind === 'host-path' && !isAbsolute(this.workspaceDir))
+      throw new ServiceError('schema-invalid', 'a host-path workspace must be absolute');
     // Step 4: the profile Secret, copied into this run's writable agent home.
     this.agentHome = await materializeAgentHome({
       profile: this.run.backendProfile,
@@ -77,12 +81,8 @@ export class RunContext {
     // Step 5: tool credentials and transientEnv.
     this.credentials = await projectCredentials(this.config, this.redactor);
     // Steps 6-7: the git bundle, tools, skills, prompts.
-    if (this.run.workspaceRef.kind === 'host-path') {
-      if (!isAbsolute(this.workspaceDir))
-        throw new ServiceError('schema-invalid', 'a host-path workspace must be absolute');
-    } else {
+    if (this.run.workspaceRef.kind !== 'host-path')
       await mkdir(this.workspaceDir, { recursive: true });
-    }
     if (this.run.resourceBundleRef) {
       this.assembly = await assembleRuntime({
         resourceBundleRef: this.run.resourceBundleRef,

@@ -223,8 +223,11 @@ function describe(error: unknown): FailureFacts {
         ? { details: namesOnly(error.details) }
         : {}),
     };
+  // The agent layer's own kind says what failed (a bad config is the caller's input, a binary
+  // that will not start is infrastructure): reporting all of them as backend-failed would
+  // retry input errors and hide infrastructure ones.
   if (isAgentError(error))
-    return { failureKind: 'backend-failed', message: error.message, blocksRun: false };
+    return { failureKind: error.failureKind(), message: error.message, blocksRun: false };
   return {
     failureKind: 'backend-failed',
     message: error instanceof Error ? error.message : String(error),
