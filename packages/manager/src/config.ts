@@ -92,8 +92,10 @@ export interface ManagerConfig {
   kubernetes: {
     /** An explicit API server URL; null: KUBECONFIG, ~/.kube/config or in-cluster. */
     apiUrl: string | null;
-    /** How often runner Job status is read. */
+    /** The wait before listing runner Jobs again when the watch is refused or the API is down. */
     pollIntervalMs: number;
+    /** A full list of runner Jobs this often even while the watch is healthy. */
+    resyncIntervalMs: number;
     sessionStorageClass: string;
     sessionStorageSize: string;
     /** Every API call: its own timeout, then bounded retries with backoff. */
@@ -232,6 +234,10 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     kubernetes: {
       apiUrl: r.url('SVC_KUBE_API_URL') ?? null,
       pollIntervalMs: r.int('SVC_KUBE_POLL_INTERVAL_MS', 5000, { min: 100, max: 60_000 }),
+      resyncIntervalMs: r.int('SVC_KUBE_RESYNC_INTERVAL_MS', 300_000, {
+        min: 1000,
+        max: 3_600_000,
+      }),
       sessionStorageClass: r.string('SVC_SESSION_STORAGE_CLASS', 'local-path'),
       sessionStorageSize: r.string('SVC_SESSION_STORAGE_SIZE', '1Gi'),
       requestTimeoutMs: r.int('SVC_KUBE_REQUEST_TIMEOUT_MS', 10_000, { min: 100, max: 120_000 }),

@@ -45,6 +45,67 @@ describe('KubernetesLauncher phases and cancel', () => {
     );
   });
 
+  const jobReads = () => {
+    const reads = rig.fake.requests.filter((r) => r.method === 'GET' && r.path.endsWith('/jobs'));
+    const watches = reads.filter((r) => ['true', '1'].includes(r.query.watch ?? ''));
+    return { lists: reads.length - watches.length, watches: watches.length };
+  };
+
+  it('follows Job phases by one list and then a watch, without listing again', async () => {
+    await rig.launcher.start(record, []);
+    await eventually(() => (jobReads().watches > 0 ? true : undefined));
+    // The start lists the Jobs (and once more for the sweep of leftover Secrets), then watches.
+    const atStart = jobReads();
+    const specs = [runnerSpec(), runnerSpec(), runnerSpec()];
+    for (const spec of specs) await rig.launcher.launch(spec);
+    for (const spec of specs) rig.fake.setJobState(NS, spec.jobName, 'running');
+    for (const spec of specs) rig.fake.setJobState(NS, spec.jobName, 'succeeded');
+    await eventually(() =>
+      specs.every((spec) => phasesOf(spec.jobName).includes('succeeded')) ? true : undefined,
+    );
+    for (const spec of specs) assert.deepEqual(phasesOf(spec.jobName), ['running', 'succeeded']);
+    // Polling at 100 ms would have listed again and again; the watch needs no further read.
+    assert.deepEqual(jobReads(), atStart);
+    assert.equal(atStart.watches, 1);
+    const watch = rig.fake.requests.find((r) => r.query.watch);
+    assert.equal(
+      watch?.query.labelSelector,
+      'app.kubernetes.io/name=svc-runner,app.kubernetes.io/managed-by=svc-run-manager',
+    );
+    assert.ok(watch?.query.resourceVersion, 'the watch starts where the list ended');
+  });
+
+  it('lists again after a dropped watch or a 410 Gone, and misses no change', async () => {
+    await rig.launcher.start(record, []);
+    await eventually(() => (jobReads().watches > 0 ? true : undefined));
+    const spec = runnerSpec();
+    await rig.launcher.launch(spec);
+    // The watch breaks and the history it would resume from is gone: a change made meanwhile
+    // is found by the new list.
+    rig.fake.dropWatches();
+    rig.fake.compactWatchHistory();
+    rig.fake.setJobState(NS, spec.jobName, 'running');
+    await eventually(() => (phasesOf(spec.jobName).includes('running') ? true : undefined));
+    await eventually(() => (jobReads().watches > 0 ? true : undefined));
+    rig.fake.setJobState(NS, spec.jobName, 'failed', { exitCode: 4 });
+    const failed = await eventually(() => updates.find((u) => u.phase === 'failed'));
+    assert.equal(failed.exitCode, 4);
+    assert.deepEqual(phasesOf(spec.jobName), ['running', 'failed']);
+    assert.ok(jobReads().lists >= 2, 'listed again after the watch ended');
+  });
+
+  it('reports a Job deleted under a live watch as failed, job-not-found', async () => {
+    await rig.launcher.start(record, []);
+    await eventually(() => (jobReads().watches > 0 ? true : undefined));
+    const atStart = jobReads();
+    const spec = runnerSpec();
+    await rig.launcher.launch(spec);
+    rig.fake.remove('jobs', NS, spec.jobName);
+    const gone = await eventually(() => updates.find((u) => u.jobName === spec.jobName));
+    assert.deepEqual([gone.phase, gone.summary?.reason], ['failed', 'job-not-found']);
+    assert.deepEqual(jobReads(), atStart, 'seen on the watch, not by listing');
+  });
+
   it('reports a failed Job with its reason and exit code', async () => {
     await rig.launcher.start(record, []);
     const spec = runnerSpec();

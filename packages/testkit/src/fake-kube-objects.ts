@@ -225,7 +225,7 @@ export function normalizeSecret(obj: KubeObject): void {
   }
 }
 
-type Requirement = (labels: Record<string, string>) => boolean;
+export type Requirement = (labels: Record<string, string>) => boolean;
 
 /** Equality- and set-based label selectors, as `labelSelector=` is parsed by the server. */
 export function parseLabelSelector(selector: string): Requirement[] {

@@ -20,6 +20,7 @@ import {
 } from './fake-kube-objects.js';
 
 import { jobPod, jobStatus, type JobState, type JobStateDetail } from './fake-kube-jobs.js';
+import { WatchHub, type WatchType } from './fake-kube-watch.js';
 
 export type { KubeObject } from './fake-kube-objects.js';
 export type { JobState, JobStateDetail } from './fake-kube-jobs.js';
@@ -60,12 +61,14 @@ const PATH =
  * AlreadyExists), get (404 NotFound), list with labelSelector, replace with optimistic
  * resourceVersion (409 Conflict), JSON and merge patch, delete with propagationPolicy
  * (Background and Foreground delete dependents by owner reference, as the garbage collector
- * would). Every request is recorded; tests move Job status with `setJobState`.
+ * would), and watch (`?watch=1`, see WatchHub) on every change however it was made. Every
+ * request is recorded; tests move Job status with `setJobState`.
  */
 export class FakeKube {
   readonly requests: KubeRequest[] = [];
   readonly #objects = new Map<string, KubeObject>();
   readonly #injected: Injected[] = [];
+  readonly #watches = new WatchHub();
   #revision = 1000;
 
   private constructor(
@@ -107,13 +110,28 @@ export class FakeKube {
     const created = initialize(resource, obj, namespace, this.#nextRevision());
     if (obj.metadata.creationTimestamp)
       created.metadata.creationTimestamp = obj.metadata.creationTimestamp;
-    this.#objects.set(key(resource, namespace, obj.metadata.name), created);
+    this.#put(resource, namespace, created);
     return structuredClone(created);
   }
 
   /** Remove an object as the cluster would (TTL controller, an operator): not recorded. */
   remove(resource: string, namespace: string, name: string): boolean {
-    return this.#objects.delete(key(resource, namespace, name));
+    return this.#drop(resource, namespace, name);
+  }
+
+  /** End every open watch (an API server restart, a dropped connection). */
+  dropWatches(): void {
+    this.#watches.dropAll();
+  }
+
+  /** Forget the changes kept for watches: resuming from an older resourceVersion gets 410. */
+  compactWatchHistory(): void {
+    this.#watches.compact(this.#revision);
+  }
+
+  /** Watches open right now. */
+  get openWatches(): number {
+    return this.#watches.open;
   }
 
   /** Write an object's status as its controller would (a claim becoming Bound). */
@@ -122,6 +140,7 @@ export class FakeKube {
     if (!obj) throw new Error(`fake kube: no ${resource} ${namespace}/${name}`);
     obj.status = structuredClone(status);
     obj.metadata.resourceVersion = this.#nextRevision();
+    this.#changed('MODIFIED', resource, namespace, obj);
   }
 
   /** The next request of `method` on `resource` fails with this status, reason and message. */
@@ -154,6 +173,7 @@ export class FakeKube {
     if (!job) throw new Error(`fake kube: no job ${namespace}/${name}`);
     job.status = jobStatus(job, state, detail);
     job.metadata.resourceVersion = this.#nextRevision();
+    this.#changed('MODIFIED', 'jobs', namespace, job);
     const existing = [...this.#objects.values()].find(
       (o) =>
         o.kind === 'Pod' &&
@@ -163,10 +183,11 @@ export class FakeKube {
     const exitCode = detail.exitCode ?? (state === 'failed' ? 1 : 0);
     const pod = jobPod(job, existing, state, exitCode);
     pod.metadata.resourceVersion = this.#nextRevision();
-    this.#objects.set(key('pods', namespace, pod.metadata.name), pod);
+    this.#put('pods', namespace, pod);
   }
 
   async close(): Promise<void> {
+    this.#watches.dropAll();
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
@@ -174,6 +195,35 @@ export class FakeKube {
   #nextRevision(): string {
     this.#revision += 1;
     return String(this.#revision);
+  }
+
+  /** Store an object (created or replaced) and tell the watches. */
+  #put(resource: string, namespace: string, obj: KubeObject): void {
+    const k = key(resource, namespace, obj.metadata.name);
+    const type = this.#objects.has(k) ? 'MODIFIED' : 'ADDED';
+    this.#objects.set(k, obj);
+    this.#changed(type, resource, namespace, obj);
+  }
+
+  /** Delete an object and tell the watches (a deletion is a change with its own revision). */
+  #drop(resource: string, namespace: string, name: string): boolean {
+    const k = key(resource, namespace, name);
+    const obj = this.#objects.get(k);
+    if (!obj) return false;
+    this.#objects.delete(k);
+    obj.metadata.resourceVersion = this.#nextRevision();
+    this.#changed('DELETED', resource, namespace, obj);
+    return true;
+  }
+
+  #changed(type: WatchType, resource: string, namespace: string, obj: KubeObject): void {
+    this.#watches.record({
+      revision: Number(obj.metadata.resourceVersion),
+      type,
+      resource,
+      namespace,
+      object: structuredClone(obj),
+    });
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -235,6 +285,18 @@ export class FakeKube {
           fault!.message ?? `injected ${fault!.reason}`,
         );
       }
+      if (method === 'GET' && !name && isWatch(url)) {
+        const requirements = parseLabelSelector(url.searchParams.get('labelSelector') ?? '');
+        const timeout = url.searchParams.get('timeoutSeconds');
+        this.#watches.serve(
+          res,
+          { resource, namespace, requirements },
+          url.searchParams.get('resourceVersion'),
+          timeout === null ? null : Number(timeout),
+          () => this.list(resource, namespace).filter((o) => matchesSelector(o, requirements)),
+        );
+        return;
+      }
       const [status, payload] = this.#route(
         method,
         resource,
@@ -284,7 +346,7 @@ export class FakeKube {
         (at(body, 'propagationPolicy') as string | undefined) ??
         // batch/v1 Jobs orphan their pods unless told otherwise; the rest cascade.
         (resource === 'jobs' ? 'Orphan' : 'Background');
-      this.#objects.delete(k);
+      this.#drop(resource, namespace, name);
       if (policy !== 'Orphan') this.#deleteDependents(current.metadata.uid as string);
       if (resource === 'persistentvolumeclaims' || resource === 'pods') return [200, current];
       return [
@@ -302,8 +364,6 @@ export class FakeKube {
   }
 
   #list(resource: string, namespace: string, url: URL): unknown {
-    if (url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1')
-      throw badRequest('watch is not served by this fake; poll with list');
     const requirements = parseLabelSelector(url.searchParams.get('labelSelector') ?? '');
     const field = url.searchParams.get('fieldSelector');
     const nameIs = field?.startsWith('metadata.name=')
@@ -341,7 +401,7 @@ export class FakeKube {
     const k = key(resource, namespace, name);
     if (this.#objects.has(k)) throw alreadyExists(resource, name);
     const created = initialize(resource, obj, namespace, this.#nextRevision());
-    this.#objects.set(k, created);
+    this.#put(resource, namespace, created);
     return created;
   }
 
@@ -374,7 +434,7 @@ export class FakeKube {
       ...(current.status !== undefined ? { status: current.status } : {}),
     };
     if (resource === 'secrets') normalizeSecret(next);
-    this.#objects.set(key(resource, current.metadata.namespace!, name), next);
+    this.#put(resource, current.metadata.namespace!, next);
     return next;
   }
 
@@ -382,7 +442,8 @@ export class FakeKube {
     for (const [k, obj] of [...this.#objects.entries()]) {
       const owners = (obj.metadata.ownerReferences ?? []) as Array<{ uid: string }>;
       if (owners.some((o) => o.uid === uid)) {
-        this.#objects.delete(k);
+        const [resource, namespace, name] = k.split('/') as [string, string, string];
+        this.#drop(resource, namespace, name);
         this.#deleteDependents(obj.metadata.uid as string);
       }
     }
@@ -397,6 +458,8 @@ function asObject(body: unknown): KubeObject {
     throw new KubeStatusError(422, 'Invalid', 'metadata.name: Required value: name is required');
   return obj as KubeObject;
 }
+
+const isWatch = (url: URL) => ['true', '1'].includes(url.searchParams.get('watch') ?? '');
 
 const key = (resource: string, namespace: string, name: string) =>
   `${resource}/${namespace}/${name}`;

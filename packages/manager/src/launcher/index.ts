@@ -26,6 +26,7 @@ export async function createLauncher(config: ManagerConfig, logger: Logger): Pro
       namespace: config.launcher.namespace,
       killGraceMs: config.launcher.killGraceMs,
       pollIntervalMs: config.kubernetes.pollIntervalMs,
+      resyncIntervalMs: config.kubernetes.resyncIntervalMs,
       runnerPod: {
         resources: config.kubernetes.runnerResources,
         deadlineFactor: config.kubernetes.jobDeadlineFactor,

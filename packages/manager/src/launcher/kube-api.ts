@@ -5,6 +5,7 @@ import {
   createConfiguration,
   KubeConfig,
   ServerConfiguration,
+  Watch,
   type RequestContext,
   type ResponseContext,
 } from '@kubernetes/client-node';
@@ -23,6 +24,8 @@ export interface KubeConnection {
 export interface KubeApis {
   core: CoreV1Api;
   batch: BatchV1Api;
+  /** Long-lived watches (no per-request time limit: the server's `timeoutSeconds` ends them). */
+  watch: Watch;
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -69,6 +72,7 @@ export function createKubeApis(connection: KubeConnection): KubeApis {
   return {
     core: disciplined(new CoreV1Api(configuration), retries),
     batch: disciplined(new BatchV1Api(configuration), retries),
+    watch: new Watch(kc),
   };
 }
 

@@ -2,6 +2,7 @@ import type { V1Job, V1Secret } from '@kubernetes/client-node';
 import { sha256Hex, type RunnerJobPhase } from '@svc/contracts';
 import type { Logger } from '../logging.js';
 import { isStatus, kubeFailure, type KubeApis } from './kube-api.js';
+import { JobFeed, type JobChange } from './kube-job-feed.js';
 import { buildRunnerJob, jobSecretName, type JobManifestOptions } from './kube-job-manifest.js';
 import { isAdvance, isTerminal, observeJob, runnerExit } from './kube-job-status.js';
 import { LABELS, MANAGER_NAME, runnerSelector } from './kube-labels.js';
@@ -22,14 +23,20 @@ const SWEEP_MIN_AGE_MS = 10 * 60_000;
  * it until then, and a report racing a launch would overtake the launch's own record.
  */
 const ADOPT_MIN_AGE_MS = 60_000;
+const DEFAULT_RESYNC_MS = 5 * 60_000;
 
 export interface KubernetesLauncherOptions {
   apis: KubeApis;
   namespace: string;
   /** Becomes the pod's termination grace period. */
   killGraceMs: number;
-  /** How often Job status is read (SVC_KUBE_POLL_INTERVAL_MS). */
+  /**
+   * How long to wait before listing again when the API is unavailable or refuses to watch
+   * (SVC_KUBE_POLL_INTERVAL_MS): then Job status is polled at this interval.
+   */
   pollIntervalMs: number;
+  /** A full list this often even while the watch is healthy (SVC_KUBE_RESYNC_INTERVAL_MS). */
+  resyncIntervalMs?: number;
   /** Runner pod resources and deadline factor (config); the defaults when absent. */
   runnerPod?: RunnerPodSettings;
   logger: Logger;
@@ -39,8 +46,9 @@ export interface KubernetesLauncherOptions {
  * Runner Jobs as Kubernetes batch/v1 Jobs. Values (transientEnv, the manager token) go only
  * into a per-job Secret `<jobName>-env`, owned by the Job so the garbage collector removes it
  * with the Job; the Job manifest, its labels and its environment carry names and paths only.
- * Phases are read by polling the runner Jobs of the namespace: a plain list every few seconds
- * is cheap, survives API server restarts without watch bookkeeping, and serves every replica.
+ * Phases are read by list-then-watch of the runner Jobs of the namespace (JobFeed): every
+ * replica sees every change as it happens, and the API server is listed only at start, after a
+ * broken watch and at the resync interval.
  */
 export class KubernetesLauncher implements Launcher {
   readonly kind = 'kubernetes' as const;
@@ -52,11 +60,21 @@ export class KubernetesLauncher implements Launcher {
   readonly #cancelling = new Set<string>();
   /** Jobs being created by `launch`: followed once `launch` has returned. */
   readonly #launching = new Set<string>();
-  #timer: NodeJS.Timeout | undefined;
-  #polling: Promise<void> | undefined;
+  /** The latest state of every runner Job seen (list or watch), by name. */
+  readonly #seen = new Map<string, V1Job>();
+  readonly #feed: JobFeed;
+  /** Status changes are handled one at a time, in the order they arrived. */
+  #work: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: KubernetesLauncherOptions) {
     this.namespace = options.namespace;
+    this.#feed = new JobFeed({
+      apis: options.apis,
+      namespace: options.namespace,
+      resyncMs: options.resyncIntervalMs ?? DEFAULT_RESYNC_MS,
+      retryMs: options.pollIntervalMs,
+      logger: options.logger,
+    });
   }
 
   get #manifest(): JobManifestOptions {
@@ -139,6 +157,9 @@ export class KubernetesLauncher implements Launcher {
         ),
       );
     this.#tracked.set(spec.jobName, 'starting');
+    // A change the watch delivered while the launch was still under way is not lost.
+    const seen = this.#seen.get(spec.jobName);
+    if (seen) void this.#serial(() => this.#follow(spec.jobName, seen));
     return {
       phase: 'starting',
       logPath: `kubernetes:${namespace}/job/${spec.jobName}`,
@@ -190,88 +211,100 @@ export class KubernetesLauncher implements Launcher {
     }
   }
 
-  /** The first pass runs in the background: an unreachable API server must not hold startup. */
+  /** The first list runs in the background: an unreachable API server must not hold startup. */
   start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
     this.#listener = listener;
     for (const job of active) this.#tracked.set(job.jobName, job.phase);
-    this.#polling = this.#poll()
-      .then(() => this.#sweepSecrets())
-      .finally(() => (this.#polling = undefined));
-    this.#timer = setInterval(() => {
-      this.#polling ??= this.#poll().finally(() => (this.#polling = undefined));
-    }, this.options.pollIntervalMs);
-    this.#timer.unref();
+    this.#feed.start(
+      {
+        snapshot: (jobs) => void this.#serial(() => this.#snapshot(jobs)),
+        change: (type, job) => void this.#serial(() => this.#change(type, job)),
+      },
+      () => this.#serial(() => this.#sweepSecrets()),
+    );
     return Promise.resolve();
   }
 
   async close(): Promise<void> {
-    // Jobs outlive the manager in a cluster; only the status polling stops.
-    if (this.#timer) clearInterval(this.#timer);
-    await this.#polling;
+    // Jobs outlive the manager in a cluster; only following their status stops.
+    await this.#feed.close();
+    await this.#work;
   }
 
-  /** One pass: report phase advances of followed Jobs, adopt live Jobs of other replicas. */
-  async #poll(): Promise<void> {
-    let jobs: V1Job[];
-    try {
-      const list = await this.options.apis.batch.listNamespacedJob({
-        namespace: this.namespace,
-        labelSelector: runnerSelector(),
-      });
-      jobs = list.items;
-    } catch (error) {
-      this.options.logger.warn(
-        { err: kubeFailure(error, 'list Jobs').message },
-        'runner Job status unavailable; retrying',
+  #serial(task: () => Promise<void>): Promise<void> {
+    this.#work = this.#work
+      .then(task)
+      .catch((error: unknown) =>
+        this.options.logger.warn({ err: String(error) }, 'following runner Job status failed'),
       );
-      return;
+    return this.#work;
+  }
+
+  /** A full list: adopt live Jobs of other replicas, report phase advances of followed Jobs. */
+  async #snapshot(jobs: readonly V1Job[]): Promise<void> {
+    this.#seen.clear();
+    for (const job of jobs) this.#seen.set(job.metadata?.name ?? '', job);
+    for (const [name, job] of this.#seen) this.#adopt(name, job);
+    for (const name of [...this.#tracked.keys()]) await this.#follow(name, this.#seen.get(name));
+  }
+
+  /** One change from the watch. */
+  async #change(type: JobChange, job: V1Job): Promise<void> {
+    const name = job.metadata?.name ?? '';
+    if (type === 'DELETED') this.#seen.delete(name);
+    else {
+      this.#seen.set(name, job);
+      this.#adopt(name, job);
     }
-    const byName = new Map(jobs.map((job) => [job.metadata?.name ?? '', job]));
-    const settled = Date.now() - ADOPT_MIN_AGE_MS;
-    for (const [name, job] of byName) {
-      if (this.#tracked.has(name) || this.#launching.has(name)) continue;
-      const created = job.metadata?.creationTimestamp?.getTime() ?? 0;
-      if (created <= settled && !isTerminal(observeJob(job).phase))
-        this.#tracked.set(name, 'pending');
-    }
-    for (const [name, last] of [...this.#tracked]) {
-      if (this.#cancelling.has(name) || this.#tracked.get(name) !== last) continue;
-      const job = byName.get(name);
-      if (!job) {
-        this.#tracked.delete(name);
-        await this.#report({
-          jobName: name,
-          phase: 'failed',
-          exitCode: null,
-          summary: {
-            reason: 'job-not-found',
-            message: 'the Job no longer exists; it was deleted before its outcome was seen',
-          },
-        });
-        continue;
-      }
-      const observed = observeJob(job);
-      if (!isAdvance(last, observed.phase)) continue;
-      if (!isTerminal(observed.phase)) {
-        this.#tracked.set(name, observed.phase);
-        await this.#report({ jobName: name, phase: observed.phase });
-        continue;
-      }
+    await this.#follow(name, type === 'DELETED' ? undefined : job);
+  }
+
+  /** A live Job this process did not launch is followed once it is old enough. */
+  #adopt(name: string, job: V1Job): void {
+    if (this.#tracked.has(name) || this.#launching.has(name)) return;
+    const created = job.metadata?.creationTimestamp?.getTime() ?? 0;
+    if (created <= Date.now() - ADOPT_MIN_AGE_MS && !isTerminal(observeJob(job).phase))
+      this.#tracked.set(name, 'pending');
+  }
+
+  /** Report a followed Job's phase advance; `job` undefined: it no longer exists. */
+  async #follow(name: string, job: V1Job | undefined): Promise<void> {
+    const last = this.#tracked.get(name);
+    if (last === undefined || this.#cancelling.has(name)) return;
+    if (!job) {
       this.#tracked.delete(name);
-      const exit = await this.#exit(name);
       await this.#report({
         jobName: name,
-        phase: observed.phase,
-        exitCode: exit.exitCode,
+        phase: 'failed',
+        exitCode: null,
         summary: {
-          exitCode: exit.exitCode,
-          pod: exit.pod,
-          condition: observed.condition?.type ?? null,
-          reason: observed.condition?.reason ?? null,
-          message: observed.condition?.message ?? null,
+          reason: 'job-not-found',
+          message: 'the Job no longer exists; it was deleted before its outcome was seen',
         },
       });
+      return;
     }
+    const observed = observeJob(job);
+    if (!isAdvance(last, observed.phase)) return;
+    if (!isTerminal(observed.phase)) {
+      this.#tracked.set(name, observed.phase);
+      await this.#report({ jobName: name, phase: observed.phase });
+      return;
+    }
+    this.#tracked.delete(name);
+    const exit = await this.#exit(name);
+    await this.#report({
+      jobName: name,
+      phase: observed.phase,
+      exitCode: exit.exitCode,
+      summary: {
+        exitCode: exit.exitCode,
+        pod: exit.pod,
+        condition: observed.condition?.type ?? null,
+        reason: observed.condition?.reason ?? null,
+        message: observed.condition?.message ?? null,
+      },
+    });
   }
 
   async #exit(jobName: string): Promise<ReturnType<typeof runnerExit>> {
