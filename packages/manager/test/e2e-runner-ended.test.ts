@@ -28,6 +28,22 @@ async function finishedJob(runId: string, runnerJobId: string) {
   });
 }
 
+/** Cancel the run; its runner job must end succeeded, exit 0, with no error or warning. */
+async function cancelAndExpectQuietEnd(
+  runId: string,
+  job: { runnerJobId: string; jobName: string },
+) {
+  const cancelled = await rig.e.t.api('POST', `/api/v1/runs/${runId}/cancel`, {
+    reason: 'operator',
+  });
+  assert.equal(cancelled.status, 200, cancelled.raw);
+  const finished = await finishedJob(runId, job.runnerJobId);
+  const { log, lines, trouble } = await runnerLog(job.jobName);
+  assert.deepEqual([finished.phase, finished.exitCode], ['succeeded', 0], log);
+  assert.equal(lines.find((l) => l.msg === 'runner exiting')?.reason, 'run-terminal', log);
+  assert.deepEqual(trouble, [], 'no error or warning for a run that simply ended');
+}
+
 describe('a runner whose run ends under it', () => {
   it('exits 0 without an error when the run is cancelled mid-turn', async () => {
     // The model takes its time: the run is cancelled while the turn is in flight, so the
@@ -38,29 +54,13 @@ describe('a runner whose run ends under it', () => {
       const c = (await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`)).body;
       return c.state === 'confirmed' && rig.e.provider.requestsOf().length > 0 ? c : null;
     });
-    const cancelled = await rig.e.t.api('POST', `/api/v1/runs/${runId}/cancel`, {
-      reason: 'operator',
-    });
-    assert.equal(cancelled.status, 200, cancelled.raw);
-    const finished = await finishedJob(runId, job.runnerJobId as string);
-    const { log, lines, trouble } = await runnerLog(job.jobName as string);
-    assert.deepEqual([finished.phase, finished.exitCode], ['succeeded', 0], log);
-    assert.equal(lines.find((l) => l.msg === 'runner exiting')?.reason, 'run-terminal', log);
-    assert.deepEqual(trouble, [], 'no error or warning for a run that simply ended');
+    await cancelAndExpectQuietEnd(runId, job);
   });
 
   it('exits 0 quietly when the run is cancelled between turns', async () => {
     rig.e.provider.enqueue({ kind: 'text', text: 'done' });
     const { runId, commandId, job } = await dispatch(rig.e, 'say done');
     assert.equal((await waitForCommand(rig.e.t, runId, commandId)).state, 'completed');
-    const cancelled = await rig.e.t.api('POST', `/api/v1/runs/${runId}/cancel`, {
-      reason: 'operator',
-    });
-    assert.equal(cancelled.status, 200, cancelled.raw);
-    const finished = await finishedJob(runId, job.runnerJobId as string);
-    const { log, lines, trouble } = await runnerLog(job.jobName as string);
-    assert.deepEqual([finished.phase, finished.exitCode], ['succeeded', 0], log);
-    assert.equal(lines.find((l) => l.msg === 'runner exiting')?.reason, 'run-terminal', log);
-    assert.deepEqual(trouble, [], 'no error or warning for a run that simply ended');
+    await cancelAndExpectQuietEnd(runId, job);
   });
 });

@@ -19,21 +19,23 @@ const labKey = canary('lab');
 const labUrl = `https://lab.example/${canary('url')}`;
 const echoed = canary('echoed');
 let fake: FakeKube;
+/** A manager on the fake Kubernetes API: its launcher and its Secret store. */
+const kubeEnv = () => ({
+  SVC_API_KEY: apiKey,
+  LOG_LEVEL: 'debug',
+  SVC_LAUNCHER: 'kubernetes',
+  SVC_SECRET_STORE: 'kubernetes',
+  SVC_KUBE_API_URL: fake.url,
+  SVC_MANAGER_PUBLIC_URL: 'http://svc-run-manager.svc-v01.svc:8080',
+  SVC_KUBE_POLL_INTERVAL_MS: '100',
+});
 let t: TestManager;
 const responses: ApiResponse[] = [];
 
 before(async () => {
   fake = await FakeKube.start();
   t = await startTestManager({
-    env: {
-      SVC_API_KEY: apiKey,
-      LOG_LEVEL: 'debug',
-      SVC_LAUNCHER: 'kubernetes',
-      SVC_SECRET_STORE: 'kubernetes',
-      SVC_KUBE_API_URL: fake.url,
-      SVC_MANAGER_PUBLIC_URL: 'http://svc-run-manager.svc-v01.svc:8080',
-      SVC_KUBE_POLL_INTERVAL_MS: '100',
-    },
+    env: kubeEnv(),
   });
   await t.manager.secrets.put('svc-v01-provider-builtin-a', {
     'auth.json': Buffer.from(JSON.stringify({ OPENAI_API_KEY: providerKey })),
@@ -196,15 +198,7 @@ describe('secret canaries on the Kubernetes launcher', () => {
     // A second manager process on the same database: it has never seen the value written.
     const restarted = await startTestManager({
       store: t.store,
-      env: {
-        SVC_API_KEY: apiKey,
-        LOG_LEVEL: 'debug',
-        SVC_LAUNCHER: 'kubernetes',
-        SVC_SECRET_STORE: 'kubernetes',
-        SVC_KUBE_API_URL: fake.url,
-        SVC_MANAGER_PUBLIC_URL: 'http://svc-run-manager.svc-v01.svc:8080',
-        SVC_KUBE_POLL_INTERVAL_MS: '100',
-      },
+      env: kubeEnv(),
     });
     try {
       const again = new TestRunner(restarted, runner.runnerId, runId);
