@@ -45,19 +45,21 @@ describe('scheduler end to end', () => {
       payload: { prompt: 'Name a fruit.' },
       judge: { prompt: 'Check that the reply names the fruit banana.' },
     });
+    // Every read on the way: a judged task never reads completed before its last verdict.
+    const early: string[] = [];
     const done = await waitFor(
       'the judged task to complete',
       async () => {
         const shown = await task(submitted.taskId);
-        // The task may read completed a moment before its last judge run records its verdict
-        // (the attempt's outcome is written first); the test waits for both.
         const judged =
           shown.judgeRuns.length === 2 &&
           shown.judgeRuns.every((j: { state: string }) => j.state !== 'requested');
-        return shown.state === 'completed' && judged ? shown : null;
+        if (shown.state === 'completed' && !judged) early.push(JSON.stringify(shown.judgeRuns));
+        return shown.state === 'completed' ? shown : null;
       },
       120_000,
     );
+    assert.deepEqual(early, [], 'the task read completed before its judge verdicts were recorded');
     assert.equal(done.counters.attempts, 2);
     const list = await e.t.api('GET', `/api/v1/queue/tasks/${submitted.taskId}/judge-runs`);
     assert.equal(list.status, 200, list.raw);

@@ -4,7 +4,14 @@ import { dbNow, findRun, type Executor, type Tx } from '../../store/runs.js';
 import type { TerminalChange } from '../context.js';
 import type { RunnerJobRow } from '../runner-jobs/records.js';
 import { outcomeOf, supervisorSnapshot, type AttemptOutcome } from './outcome.js';
-import { changeTask, findAttempt, lockTask, updateAttempt, type AttemptRow } from './store.js';
+import {
+  changeTask,
+  findAttempt,
+  lockTask,
+  updateAttempt,
+  type AttemptRow,
+  type TaskRow,
+} from './store.js';
 
 /** Fields whose change is news to a poller (a new version and changeSeq). */
 export const MATERIAL = ['state', 'terminalStatus', 'failureKind', 'runnerPhase'] as const;
@@ -76,7 +83,7 @@ export async function applyOutcome(
   const becameFailed = outcome.state === 'failed' && current.state !== 'failed';
   const becameBlocked = outcome.state === 'blocked' && current.state !== 'blocked';
   const finished = TERMINAL.includes(outcome.state) && !TERMINAL.includes(current.state);
-  const state = locked.state === 'cancelled' ? 'cancelled' : outcome.state;
+  const state = taskStateAfter(locked, outcome.state);
   await changeTask(trx, taskId, {
     state,
     ...(becameFailed ? { failed_attempts: sql`failed_attempts + 1` } : {}),
@@ -84,6 +91,16 @@ export async function applyOutcome(
     ...(finished ? { summary: outcomeSummary(current, outcome) } : {}),
     ...(state === 'completed' && !locked.terminal_at ? { terminal_at: sql`now()` } : {}),
   });
+}
+
+/**
+ * The task's state once its latest attempt reads `attemptState`. A cancelled task stays
+ * cancelled. A completed attempt of a judged task is not the task's end: the task waits
+ * `running` for its judge, so no reader sees `completed` before a verdict that may send it back.
+ */
+export function taskStateAfter(task: TaskRow, attemptState: string): string {
+  if (task.state === 'cancelled') return 'cancelled';
+  return attemptState === 'completed' && task.judge !== null ? 'running' : attemptState;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { ServiceError, type QueuePlan, type Task } from '@svc/contracts';
 import type { Ctx } from '../context.js';
 import { stalled } from './attempts.js';
-import { applyOutcome, MATERIAL, outcomeOfRow, recordsOf } from './follow.js';
+import { applyOutcome, MATERIAL, outcomeOfRow, recordsOf, taskStateAfter } from './follow.js';
 import { outcomeOf, type AttemptOutcome } from './outcome.js';
 import { findAttempt, lockTask, type AttemptRow } from './store.js';
 import { getTask, getTaskRow } from './views.js';
@@ -35,7 +35,7 @@ export async function refreshTask(
     : outcomeOf(attempt, records);
   const before = outcomeOfRow(attempt);
   const changed = MATERIAL.some((field) => before[field] !== outcome[field]);
-  const nextTaskState = task.state === 'cancelled' ? 'cancelled' : outcome.state;
+  const nextTaskState = taskStateAfter(task, outcome.state);
 
   if (dryRun)
     return {

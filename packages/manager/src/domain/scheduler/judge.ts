@@ -40,7 +40,9 @@ async function startJudges(ctx: Ctx, deps: QueueDeps): Promise<void> {
   }>`
     SELECT t.task_id, a.attempt_id, a.run_id, a.command_id FROM queue_tasks t
     JOIN queue_attempts a ON a.attempt_id = t.latest_attempt_id
-    WHERE t.judge IS NOT NULL AND a.state = 'completed' AND t.state = 'completed'
+    WHERE t.judge IS NOT NULL AND a.state = 'completed'
+      -- running: the attempt's outcome waits for its judge; completed: written by an older replica
+      AND t.state IN ('running', 'completed')
       AND a.run_id IS NOT NULL AND a.command_id IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM queue_judge_runs j WHERE j.attempt_id = a.attempt_id)
     LIMIT 20`.execute(ctx.db);
@@ -61,7 +63,11 @@ async function startJudges(ctx: Ctx, deps: QueueDeps): Promise<void> {
     const sessionId = newId('ses');
     const claimed = await ctx.db.transaction().execute(async (trx) => {
       const locked = await lockTask(trx, row.task_id);
-      if (!locked || locked.state !== 'completed' || locked.latest_attempt_id !== row.attempt_id)
+      if (
+        !locked ||
+        !['running', 'completed'].includes(locked.state) ||
+        locked.latest_attempt_id !== row.attempt_id
+      )
         return false;
       const inserted = await trx
         .insertInto('queue_judge_runs')
