@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { userTexts, type RecordedRequest } from '@svc/testkit';
-import { useE2E, waitFor } from './e2e-helpers.js';
+import { killGroup, runEvents, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
 import { FAST_SCHEDULER } from './scheduler-helpers.js';
 
 /**
@@ -74,5 +74,70 @@ describe('scheduler end to end', () => {
     // The second attempt's prompt carried the suggestion to the agent.
     const prompts = e.provider.requestsOf().map(lastUserText);
     assert.ok(prompts.some((p) => p.includes('Name a fruit.') && p.includes('banana')));
+  });
+
+  it('replaces a runner killed mid-turn by itself: the turn completes on the same thread about one lease TTL later', async (t) => {
+    const { e } = rig;
+    e.provider
+      .dropSteps()
+      .enqueue({ kind: 'stall' }, { kind: 'text', text: 'Recovered: the sea is blue.' });
+    const before = e.provider.requestsOf().length;
+    const submitted = await submit({ payload: { prompt: 'What colour is the sea?' } });
+    await e.provider.waitForRequest(before + 1, { timeoutMs: 60_000 });
+    const attempt = await waitFor(
+      'the turn to be acknowledged',
+      async () => {
+        const latest = (await task(submitted.taskId)).latestAttempt;
+        if (!latest?.commandId) return null;
+        const command = await e.t.api(
+          'GET',
+          `/api/v1/runs/${latest.runId}/commands/${latest.commandId}`,
+        );
+        return command.body.threadId ? { ...latest, threadId: command.body.threadId } : null;
+      },
+      30_000,
+    );
+    const runId = attempt.runId as string;
+    const jobs = (await e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs`)).body;
+    const job = jobs.runnerJobs[0];
+    const agentPid = (await runEvents(e.t, runId)).find((ev) => ev.name === 'backend.initialized')
+      .data.pid;
+    // A node failure: the runner and its agent die at once, nobody posts a new runner job.
+    const killedAt = Date.now();
+    killGroup(Number(job.podIdentity.split(':').at(-1)));
+    killGroup(agentPid);
+    e.provider.release();
+    const done = await waitForCommand(e.t, runId, attempt.commandId, 90_000);
+    const elapsed = Date.now() - killedAt;
+    assert.equal(done.state, 'completed', JSON.stringify(done));
+    t.diagnostic(`kill to completion: ${elapsed} ms`);
+    const leaseTtlMs = 6_000;
+    assert.ok(
+      elapsed < leaseTtlMs + 20_000,
+      `kill to completion took ${elapsed} ms, lease TTL ${leaseTtlMs} ms`,
+    );
+    const finished = await waitFor(
+      'the task to complete',
+      async () => {
+        const shown = await task(submitted.taskId);
+        return shown.state === 'completed' ? shown : null;
+      },
+      30_000,
+    );
+    assert.equal(finished.counters.attempts, 1, 'the same attempt continued, no retry');
+    const events = await runEvents(e.t, runId);
+    const names = events.map((ev) => ev.name);
+    const recovered = events.find((ev) => ev.name === 'runner.claim.recovered');
+    assert.ok(recovered, `a replacement claimed the run: ${names.join(', ')}`);
+    assert.equal(recovered.data.previousOwner, job.runnerId);
+    assert.ok(names.includes('thread.resumed'), 'the thread was resumed, not restarted');
+    const summary = (
+      await e.t.api('GET', `/api/v1/runs/${runId}/commands/${attempt.commandId}/result`)
+    ).body;
+    assert.equal(summary.reply, 'Recovered: the sea is blue.');
+    assert.equal(summary.threadId, attempt.threadId, 'the same thread continues');
+    const after = (await e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs`)).body;
+    const all = after.runnerJobs;
+    assert.equal(all.length, 2, 'one replacement runner job, started by the scheduler');
   });
 });

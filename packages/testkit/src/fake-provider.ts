@@ -126,6 +126,12 @@ export class FakeProvider {
     return this;
   }
 
+  /** Forget the steps an earlier test left unused, so a test's script starts clean. */
+  dropSteps(): this {
+    this.#script.length = 0;
+    return this;
+  }
+
   get pendingSteps(): number {
     return this.#script.length;
   }
