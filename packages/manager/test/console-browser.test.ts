@@ -101,7 +101,12 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     await page.getByRole('heading', { name: `Run ${runId}` }).waitFor();
     await page.getByText('No events yet').waitFor();
 
+    await page.getByText('No runner job launched.').waitFor();
     await launchRunner(runId, commandId);
+    // The runner job appears once its runner claims, without a reload.
+    await page.locator('table.list td.mono', { hasText: 'svc-v01-runner-' }).waitFor({
+      timeout: 10_000,
+    });
     const tool = page.locator('.entry.tool', { hasText: 'echo hello-from-console' });
     await tool.getByText('exit 0').waitFor({ timeout: 60_000 });
     // The provider holds the turn open: what the page shows arrived while the turn ran.

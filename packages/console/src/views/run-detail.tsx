@@ -26,7 +26,12 @@ export function RunDetailView({ runId }: { runId: string }) {
   const lastSeq = live.events.at(-1)?.seq ?? 0;
   const run = useLoad(() => api.getRun(runId), [runId, lastSeq], REFRESH_MS);
   const result = useLoad(() => api.runResult(runId), [runId, lastSeq], REFRESH_MS);
-  const jobs = useLoad(() => api.runnerJobs(runId), [runId], REFRESH_MS * 2);
+  // Runner jobs change when a runner claims, leaves or ends a command: reload on those events
+  // (not on every streamed delta), and on a slow timer for phases that change without one.
+  const runnerMoves = live.events.filter(
+    (e) => e.name?.startsWith('runner.') === true || e.category === 'terminal_status',
+  ).length;
+  const jobs = useLoad(() => api.runnerJobs(runId), [runId, runnerMoves], REFRESH_MS * 2);
 
   // Commands are named by their events and by the run record; fetch each with its result.
   const commandIds = useMemo(() => {
@@ -96,8 +101,9 @@ export function RunDetailView({ runId }: { runId: string }) {
                 <StateBadge state={liveness.phase} />
               </Field>
               <Field label="Idle budget">
-                {liveness.timeoutBudget.state} · {ago(liveness.timeoutBudget.remainingMs)} left of{' '}
-                {ago(liveness.timeoutBudget.timeoutMs)}
+                {liveness.timeoutBudget.state === 'terminal'
+                  ? `stopped: the command ended (idle limit ${ago(liveness.timeoutBudget.timeoutMs)})`
+                  : `${liveness.timeoutBudget.state} · ${ago(liveness.timeoutBudget.remainingMs)} left of ${ago(liveness.timeoutBudget.timeoutMs)}`}
               </Field>
               <Field label="Last event">
                 {liveness.lastEventAgeMs === null
