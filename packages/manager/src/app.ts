@@ -4,6 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Redactor } from '@svc/contracts';
 import type { ManagerConfig } from './config.js';
 import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
+import { checkProfileOnce } from './domain/dispatch-scope.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
 import { registerApiScope, type RouteTable } from './http/api-scope.js';
 import { registerConsole } from './http/console.js';
@@ -96,7 +97,8 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   const sessions = sessionHooks(deps.store.db, deps.config, deps.sessionVolumes);
   const hooks: DomainHooks = {
     ...noHooks,
-    assertProfileUsable: (profile) => assertProfileUsable(deps.secrets, profile),
+    assertProfileUsable: (profile) =>
+      checkProfileOnce(profile, () => assertProfileUsable(deps.secrets, profile)),
     ...sessions,
     // Sessions and queue tasks both follow a terminal change, in its transaction.
     onTerminal: async (trx, change) => {

@@ -10,6 +10,7 @@ import { findCommand } from '../../store/commands.js';
 import { dbNow } from '../../store/runs.js';
 import { isTerminalCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
+import { inDispatchScope } from '../dispatch-scope.js';
 import { checkJobOverrides, toolsOf } from '../runner-jobs/overrides.js';
 import { sendToSession } from '../sessions/send.js';
 import { checkDispatchable, claimAttempt, stalled } from './attempts.js';
@@ -36,6 +37,15 @@ export interface Prepared {
  * attemptId returns that attempt.
  */
 export async function dispatchTask(
+  ctx: Ctx,
+  deps: QueueDeps,
+  taskId: string,
+  body: DispatchBody,
+): Promise<DispatchOutcome> {
+  return inDispatchScope(() => dispatchScoped(ctx, deps, taskId, body));
+}
+
+async function dispatchScoped(
   ctx: Ctx,
   deps: QueueDeps,
   taskId: string,

@@ -2,6 +2,7 @@ import type { SchedulerSettings } from '../../config.js';
 import type { Logger } from '../../logging.js';
 import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import type { Ctx } from '../context.js';
+import { inDispatchScope } from '../dispatch-scope.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { claimBatch, startClaimed } from './claim.js';
 import { runJudges } from './judge.js';
@@ -72,8 +73,11 @@ export class Scheduler {
     while (!this.#stopped) {
       const claimed = await claimBatch(this.ctx, this.settings);
       if (claimed.length === 0) break;
-      await forEachLimit(claimed, this.settings.launchConcurrency, (c) =>
-        startClaimed(this.ctx, this.deps, c),
+      // One scope per batch: its attempts share one profile check per profile.
+      await inDispatchScope(() =>
+        forEachLimit(claimed, this.settings.launchConcurrency, (c) =>
+          startClaimed(this.ctx, this.deps, c),
+        ),
       );
       started += claimed.length;
       if (claimed.length < this.settings.batchSize) break;

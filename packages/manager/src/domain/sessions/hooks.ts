@@ -6,6 +6,7 @@ import type { CommandRow } from '../../store/commands.js';
 import type { Db } from '../../store/db.js';
 import type { Executor, RunRow, Tx } from '../../store/runs.js';
 import type { DomainHooks, TerminalChange } from '../context.js';
+import { trustedClaim } from '../dispatch-scope.js';
 import { findSession } from './sessions.js';
 import { checkRunStorage, checkSessionStorage, refuseEvicted } from './storage-check.js';
 
@@ -70,7 +71,7 @@ export function sessionHooks(
       if (!run.session_id) return null;
       const row = await findSession(executor, run.session_id);
       if (!row) return null;
-      const volume = await volumes.get(run.session_id);
+      const volume = trustedClaim(run.session_id) ?? (await volumes.get(run.session_id));
       return {
         sessionId: row.session_id,
         pvcName: row.pvc_name,

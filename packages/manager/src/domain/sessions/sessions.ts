@@ -21,6 +21,7 @@ import { findRun, type Executor } from '../../store/runs.js';
 import { checkRunSources } from '../bundle-policy.js';
 import { cancelCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
+import { dispatchScope } from '../dispatch-scope.js';
 import { livenessOf } from '../liveness-of.js';
 import { checkProjectBoundary, completeExecutionPolicy, resolveProfile } from '../run-policy.js';
 import { assertLeaseOwner } from '../lease-checks.js';
@@ -114,6 +115,8 @@ export async function createSession(
     return { session: toSession(await getSessionRow(ctx.db, sessionId), null), created: false };
   try {
     const volume = await deps.volumes.create(sessionId);
+    // The dispatch creating it goes on to check it several times: this answer stands for them.
+    dispatchScope()?.trustClaim(sessionId, volume);
     const row = await ctx.db
       .updateTable('sessions')
       .set({

@@ -3,6 +3,7 @@ import { ServiceError } from '@svc/contracts';
 import type { SessionVolumes } from '../../sessions/volumes.js';
 import type { Db } from '../../store/db.js';
 import type { Executor } from '../../store/runs.js';
+import { trustedClaim } from '../dispatch-scope.js';
 import { findSession } from './sessions.js';
 
 export const evictedError = (sessionId: string) =>
@@ -33,7 +34,7 @@ export async function checkSessionStorage(
   const row = await findSession(db, sessionId);
   if (!row) return;
   if (row.storage_kind === 'evicted') throw evictedError(sessionId);
-  if (await volumes.get(sessionId)) return;
+  if (trustedClaim(sessionId) ?? (await volumes.get(sessionId))) return;
   await db
     .updateTable('sessions')
     .set({

@@ -1,0 +1,55 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { SessionVolume } from '../sessions/volumes.js';
+
+/**
+ * What one batch of dispatches may take as known instead of asking the Kubernetes API again:
+ * the outcome of a provider profile check (asked once per batch, not three times per attempt)
+ * and the claims the batch itself created (a claim made a moment ago is not read back five
+ * times). Outside a scope every check reads, as before. A scope lives for one scheduler batch
+ * or one manual dispatch, so a profile removed or a claim deleted is seen by the next one.
+ */
+export class DispatchScope {
+  readonly #profiles = new Map<string, Promise<void>>();
+  readonly #claims = new Map<string, SessionVolume>();
+
+  profileChecked(profile: string, check: () => Promise<void>): Promise<void> {
+    let known = this.#profiles.get(profile);
+    if (!known) {
+      known = check();
+      this.#profiles.set(profile, known);
+      // A refusal is the answer for the whole scope; no unhandled rejection if nobody waits.
+      known.catch(() => undefined);
+    }
+    return known;
+  }
+
+  trustClaim(sessionId: string, volume: SessionVolume): void {
+    this.#claims.set(sessionId, volume);
+  }
+
+  claim(sessionId: string): SessionVolume | undefined {
+    return this.#claims.get(sessionId);
+  }
+}
+
+const storage = new AsyncLocalStorage<DispatchScope>();
+
+/** Run `fn` (and everything it awaits) inside `scope`, a fresh one unless given. */
+export function inDispatchScope<T>(
+  fn: () => Promise<T>,
+  scope: DispatchScope = new DispatchScope(),
+): Promise<T> {
+  return storage.run(scope, fn);
+}
+
+export const dispatchScope = (): DispatchScope | undefined => storage.getStore();
+
+/** The profile check, once per scope; every call outside a scope checks. */
+export function checkProfileOnce(profile: string, check: () => Promise<void>): Promise<void> {
+  const scope = dispatchScope();
+  return scope ? scope.profileChecked(profile, check) : check();
+}
+
+/** A claim this scope created, or undefined (then the caller reads it). */
+export const trustedClaim = (sessionId: string): SessionVolume | undefined =>
+  dispatchScope()?.claim(sessionId);
