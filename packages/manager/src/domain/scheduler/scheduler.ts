@@ -2,10 +2,11 @@ import type { SchedulerSettings } from '../../config.js';
 import type { Logger } from '../../logging.js';
 import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import type { Ctx } from '../context.js';
-import { inDispatchScope } from '../dispatch-scope.js';
+import { DispatchScope, inDispatchScope } from '../dispatch-scope.js';
 import type { QueueDeps } from '../queue/launch.js';
-import { claimBatch, startClaimed } from './claim.js';
+import { claimBatch, startClaimed, type Claimed } from './claim.js';
 import { runJudges } from './judge.js';
+import { LaunchPool } from './launch-pool.js';
 import { replaceLostRunners } from './replacement.js';
 import { requeueRetries, settleEnded } from './retry.js';
 import { nextDueAt } from './view.js';
@@ -23,6 +24,7 @@ export class Scheduler {
   #scan: NodeJS.Timeout | undefined;
   #due: NodeJS.Timeout | undefined;
   #unsubscribe: (() => void) | undefined;
+  readonly #launches: LaunchPool<{ claimed: Claimed; scope: DispatchScope }>;
   lastPassAt: Date | null = null;
   nextWakeAt: Date | null = null;
 
@@ -31,7 +33,11 @@ export class Scheduler {
     private readonly deps: QueueDeps,
     private readonly settings: SchedulerSettings,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.#launches = new LaunchPool(settings.launchConcurrency, ({ claimed, scope }) =>
+      inDispatchScope(() => startClaimed(this.ctx, this.deps, claimed), scope),
+    );
+  }
 
   start(): void {
     this.#unsubscribe = this.ctx.wakeups.on(QUEUE_WAKE_KEY, () => this.kick());
@@ -61,37 +67,50 @@ export class Scheduler {
     } while (this.#again && !this.#stopped);
   }
 
-  /** One pass: outcomes, retries, lost runners, then new attempts while capacity lasts. */
+  /**
+   * One pass: new attempts while capacity lasts first (a task just submitted does not wait
+   * behind housekeeping), then outcomes, retries, judges and lost runners; when those freed
+   * capacity or requeued work, claim again. Launches run on in the pool past the pass.
+   */
   async pass(): Promise<number> {
-    await this.#step('settle', () => settleEnded(this.ctx));
-    await this.#step('retries', () => requeueRetries(this.ctx));
+    let started = await this.#claimAll();
+    const settled = await this.#step('settle', () => settleEnded(this.ctx));
+    const requeued = await this.#step('retries', () => requeueRetries(this.ctx));
     await this.#step('judges', () => runJudges(this.ctx, this.deps));
     await this.#step('replacements', () =>
       replaceLostRunners(this.ctx, this.deps.runnerJobs, this.settings),
     );
-    let started = 0;
-    while (!this.#stopped) {
-      const claimed = await claimBatch(this.ctx, this.settings);
-      if (claimed.length === 0) break;
-      // One scope per batch: its attempts share one profile check per profile.
-      await inDispatchScope(() =>
-        forEachLimit(claimed, this.settings.launchConcurrency, (c) =>
-          startClaimed(this.ctx, this.deps, c),
-        ),
-      );
-      started += claimed.length;
-      if (claimed.length < this.settings.batchSize) break;
-    }
+    // Settled attempts free capacity; requeued tasks may be due at once.
+    const changed = (settled ?? 0) + (requeued ?? 0) > 0;
+    if (changed) started += await this.#claimAll();
     this.lastPassAt = new Date();
     await this.#planWake();
     return started;
   }
 
-  async #step(name: string, run: () => Promise<unknown>): Promise<void> {
+  /** Claim batches until the queue or capacity runs out, each handed to the launch pool. */
+  async #claimAll(): Promise<number> {
+    let started = 0;
+    while (!this.#stopped) {
+      // At most one batch claimed and not yet started (a crash leaves no more than that).
+      await this.#launches.started();
+      const claimed = await claimBatch(this.ctx, this.settings);
+      if (claimed.length === 0) break;
+      // One scope per batch: its attempts share one profile check per profile.
+      const scope = new DispatchScope();
+      this.#launches.add(claimed.map((c) => ({ claimed: c, scope })));
+      started += claimed.length;
+      if (claimed.length < this.settings.batchSize) break;
+    }
+    return started;
+  }
+
+  async #step<T>(name: string, run: () => Promise<T>): Promise<T | undefined> {
     try {
-      await run();
+      return await run();
     } catch (error) {
       this.logger.warn({ step: name, err: String(error) }, 'scheduler step failed');
+      return undefined;
     }
   }
 
@@ -113,17 +132,6 @@ export class Scheduler {
     if (this.#scan) clearInterval(this.#scan);
     if (this.#due) clearTimeout(this.#due);
     await this.#running;
+    await this.#launches.idle();
   }
-}
-
-async function forEachLimit<T>(
-  items: T[],
-  limit: number,
-  fn: (item: T) => Promise<unknown>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
