@@ -73,9 +73,12 @@ export async function listEvents(
   limit = EVENTS_PAGE_DEFAULT,
   filter: { categories?: readonly string[]; commandIds?: readonly string[] } = {},
 ): Promise<EventPage> {
-  const run = await getRunRow(ctx, runId);
-  // One extra row tells whether another page follows without a count query.
-  const rows = await pageEvents(ctx.db, runId, afterSeq, limit + 1, filter);
+  // Both reads at once: a page costs one round trip. One extra row tells whether another page
+  // follows without a count query; an unknown run answers not-found whatever the page held.
+  const [run, rows] = await Promise.all([
+    getRunRow(ctx, runId),
+    pageEvents(ctx.db, runId, afterSeq, limit + 1, filter),
+  ]);
   const hasMore = rows.length > limit;
   const page = hasMore ? rows.slice(0, limit) : rows;
   const last = page.at(-1);

@@ -7,16 +7,15 @@ import {
 } from '@svc/contracts';
 import { eventAt, type EventRow } from '../store/events.js';
 import {
-  artifacts,
   assistantParts,
   latestAssistant,
   latestTerminal,
   openToolCalls,
   scopeCounts,
   targetEventsAfter,
-  toolCalls,
   type Scope,
 } from '../store/result-queries.js';
+import { windowTotals, type WindowTotals } from '../store/result-windows.js';
 import { dbNow, type RunRow } from '../store/runs.js';
 import type { CommandRow } from '../store/commands.js';
 import { expireCommands } from './command-expiry.js';
@@ -68,15 +67,19 @@ export async function buildResult(
   const throughSeq = eventsCapped ? afterSeq + cap : Math.max(afterSeq, scopeEnd);
   const beforeSeq = terminalEvent ? terminalEvent.seq : MAX_SEQ;
 
-  const [authoritative, tools, artifactRow, lastRunEvent, lastScopeEvent, openTools] =
-    await Promise.all([
-      latestAssistant(ctx.db, scope, beforeSeq, true),
-      toolCalls(ctx.db, scope, afterSeq, throughSeq, RECENT_TOOL_CALLS),
-      artifacts(ctx.db, scope, afterSeq, throughSeq),
-      run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
-      counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
-      terminalEvent ? Promise.resolve(0) : openToolCalls(ctx.db, scope),
-    ]);
+  const [
+    authoritative,
+    { tools, artifacts: artifactRow },
+    lastRunEvent,
+    lastScopeEvent,
+    openTools,
+  ] = await Promise.all([
+    latestAssistant(ctx.db, scope, beforeSeq, true),
+    windowTotals(ctx.db, scope, afterSeq, throughSeq, RECENT_TOOL_CALLS),
+    run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
+    counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
+    terminalEvent ? Promise.resolve(0) : openToolCalls(ctx.db, scope),
+  ]);
   const selected = authoritative ?? (await latestAssistant(ctx.db, scope, beforeSeq, false));
   const final = selected
     ? await finalResponseOf(ctx, scope, selected, beforeSeq, authoritative !== undefined)
@@ -275,10 +278,7 @@ function evidence(
   return { reason, terminalSeq, continueWith };
 }
 
-function summarizeTools({
-  tallies,
-  recent,
-}: Awaited<ReturnType<typeof toolCalls>>): ToolCallSummary {
+function summarizeTools({ tallies, recent }: WindowTotals['tools']): ToolCallSummary {
   const statusCounts: Record<string, number> = {};
   const exitCodeCounts: Record<string, number> = {};
   let count = 0;

@@ -87,38 +87,6 @@ export interface ToolTally {
   n: number;
 }
 
-/**
- * Tool calls inside a window, by the latest state of each call (its item id): counts by
- * status and exit code, and the most recent calls. Aggregated in SQL, so a turn with
- * thousands of tool calls sends a handful of rows, not one per call.
- */
-export async function toolCalls(
-  db: Executor,
-  scope: Scope,
-  afterSeq: number,
-  throughSeq: number,
-  recentLimit: number,
-): Promise<{ tallies: ToolTally[]; recent: ToolRow[] }> {
-  const result = await sql<{ tallies: ToolTally[] | null; recent: ToolRow[] | null }>`
-    WITH latest AS (
-      SELECT DISTINCT ON (coalesce(data->>'itemId', seq::text))
-        seq, data->>'itemId' AS item_id, data->>'method' AS method, data->>'toolName' AS tool_name,
-        data->>'type' AS type, data->>'status' AS status,
-        CASE WHEN jsonb_typeof(data->'exitCode') = 'number' THEN (data->>'exitCode')::numeric::int END AS exit_code,
-        left(data->>'command', 200) AS command
-      FROM events
-      WHERE ${inScope(scope)} AND category = 'tool_call' AND seq > ${afterSeq} AND seq <= ${throughSeq}
-      ORDER BY coalesce(data->>'itemId', seq::text), seq DESC
-    )
-    SELECT
-      (SELECT json_agg(t) FROM (SELECT status, exit_code, count(*)::int AS n FROM latest GROUP BY status, exit_code) t) AS tallies,
-      (SELECT json_agg(r) FROM (SELECT * FROM latest ORDER BY seq DESC LIMIT ${recentLimit}) r) AS recent`.execute(
-    db,
-  );
-  const row = result.rows[0];
-  return { tallies: row?.tallies ?? [], recent: row?.recent ?? [] };
-}
-
 export interface ArtifactRow {
   output_events: number;
   output_bytes: number;
@@ -127,30 +95,6 @@ export interface ArtifactRow {
   diff_events: number;
   diff_bytes: number;
   references: string[] | null;
-}
-
-export async function artifacts(
-  db: Executor,
-  scope: Scope,
-  afterSeq: number,
-  throughSeq: number,
-): Promise<ArtifactRow> {
-  const num = (field: string) =>
-    sql`CASE WHEN jsonb_typeof(data->${field}) = 'number' THEN (data->>${field})::numeric ELSE 0 END`;
-  const result = await sql<ArtifactRow>`
-    SELECT
-      count(*) FILTER (WHERE category = 'command_output')::int AS output_events,
-      coalesce(sum(${num('originalBytes')}) FILTER (WHERE category = 'command_output'), 0)::bigint AS output_bytes,
-      coalesce(sum(${num('keptBytes')}) FILTER (WHERE category = 'command_output'), 0)::bigint AS kept_bytes,
-      count(*) FILTER (WHERE category = 'command_output' AND data->>'outputTruncated' = 'true')::int AS truncated_outputs,
-      count(*) FILTER (WHERE category = 'diff')::int AS diff_events,
-      coalesce(sum(${num('originalBytes')}) FILTER (WHERE category = 'diff'), 0)::bigint AS diff_bytes,
-      (array_agg(DISTINCT data->>'logRef') FILTER (WHERE data->>'logRef' IS NOT NULL))[1:10] AS references
-    FROM events
-    WHERE ${inScope(scope)} AND category IN ('command_output', 'diff') AND seq > ${afterSeq} AND seq <= ${throughSeq}`.execute(
-    db,
-  );
-  return result.rows[0]!;
 }
 
 /** Tool calls whose latest state (among the most recent 200 tool events) is still running. */
