@@ -23,14 +23,19 @@ const manager = await startManagerProcess({ SVC_DB_POOL_SIZE: '16' }, (dataDir) 
     .then(() => undefined),
 );
 const pool = new pg.Pool({ connectionString: manager.url, max: 10 });
-const call = (method: string, path: string, body?: unknown) =>
-  request(manager.base, method, path, body);
+/** Lease tokens by run: a runner sends its claim's token on every runner-facing call. */
+const tokens = new Map<string, string>();
+const call = (method: string, path: string, body?: unknown, runId?: string) => {
+  const token = runId ? tokens.get(runId) : undefined;
+  return request(manager.base, method, path, body, token ? { 'x-lease-token': token } : {});
+};
 let peakRss = 0;
 const rssTimer = setInterval(() => (peakRss = Math.max(peakRss, manager.rssMb())), 100);
 
 async function claimedRun(runnerId: string): Promise<string> {
   const run = await call('POST', '/api/v1/runs', runBody());
-  await call('POST', `/api/v1/runs/${run.runId}/claim`, { runnerId });
+  const claim = await call('POST', `/api/v1/runs/${run.runId}/claim`, { runnerId });
+  tokens.set(run.runId, claim.leaseToken);
   return run.runId as string;
 }
 const eventRow = (i: number) => ({
@@ -76,7 +81,12 @@ try {
             key: `b${b}-${k}`,
             ...eventRow(k),
           }));
-          await call('POST', `/api/v1/runs/${r.runId}/events`, { runnerId: r.runnerId, events });
+          await call(
+            'POST',
+            `/api/v1/runs/${r.runId}/events`,
+            { runnerId: r.runnerId, events },
+            r.runId,
+          );
           apiEvents += 100;
         }
       }),
@@ -133,10 +143,12 @@ try {
   const latencies: number[] = [];
   for (let i = 0; i < 1000; i++) {
     const started = performance.now();
-    await call('POST', `/api/v1/runs/${single.runId}/events`, {
-      runnerId: single.runnerId,
-      events: [{ key: `single-${i}`, ...eventRow(i) }],
-    });
+    await call(
+      'POST',
+      `/api/v1/runs/${single.runId}/events`,
+      { runnerId: single.runnerId, events: [{ key: `single-${i}`, ...eventRow(i) }] },
+      single.runId,
+    );
     latencies.push(performance.now() - started);
   }
   out('single append p50', `${pct(latencies, 50).toFixed(2)} ms`);
@@ -148,8 +160,8 @@ try {
     type: 'turn',
     payload: { prompt: 'long task' },
   });
-  await call('GET', `/api/v1/runs/${big}/commands?runnerId=rnr-bigresult`);
-  await call('POST', `/api/v1/commands/${turn.commandId}/ack`, { runnerId: 'rnr-bigresult' });
+  await call('GET', `/api/v1/runs/${big}/commands?runnerId=rnr-bigresult`, undefined, big);
+  await call('POST', `/api/v1/commands/${turn.commandId}/ack`, { runnerId: 'rnr-bigresult' }, big);
   const { rows: lastRows } = await pool.query('SELECT last_seq FROM runs WHERE run_id = $1', [big]);
   const start = Number(lastRows[0].last_seq);
   await pool.query(
@@ -173,21 +185,28 @@ try {
     'UPDATE commands SET event_count = event_count + 99998, last_event_seq = $2 WHERE command_id = $1',
     [turn.commandId, start + 99_998],
   );
-  await call('POST', `/api/v1/runs/${big}/events`, {
-    runnerId: 'rnr-bigresult',
-    events: [
-      {
-        key: 'final',
-        commandId: turn.commandId,
-        category: 'assistant_message',
-        data: { itemId: 'final', text: 'all done', final: true, replyAuthority: true },
-      },
-    ],
-  });
-  await call('PATCH', `/api/v1/commands/${turn.commandId}/status`, {
-    runnerId: 'rnr-bigresult',
-    state: 'completed',
-  });
+  await call(
+    'POST',
+    `/api/v1/runs/${big}/events`,
+    {
+      runnerId: 'rnr-bigresult',
+      events: [
+        {
+          key: 'final',
+          commandId: turn.commandId,
+          category: 'assistant_message',
+          data: { itemId: 'final', text: 'all done', final: true, replyAuthority: true },
+        },
+      ],
+    },
+    big,
+  );
+  await call(
+    'PATCH',
+    `/api/v1/commands/${turn.commandId}/status`,
+    { runnerId: 'rnr-bigresult', state: 'completed' },
+    big,
+  );
   await pool.query('ANALYZE events');
   const resultTimes: number[] = [];
   let envelope: any;
