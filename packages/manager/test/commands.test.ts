@@ -141,6 +141,76 @@ describe('commands', () => {
     assert.equal(terminal[0].data.status, 'completed');
   });
 
+  it('stores final events with the terminal status in one transaction; a retry adds nothing', async () => {
+    const runId = await newRun();
+    const created = await turn(runId);
+    const commandId = created.body.commandId;
+    const runner = new TestRunner(t, 'rnr-final001', runId);
+    await runner.claim();
+    await runner.poll();
+    const finalEvents = [
+      { key: 'a1:7', commandId, category: 'backend_status', name: 'turn.usage', data: { n: 1 } },
+      {
+        key: 'a1:8',
+        commandId,
+        category: 'assistant_message',
+        data: { itemId: 'm1', text: 'all done\u0000', final: true, replyAuthority: true },
+      },
+    ];
+
+    // Refused as a whole (not yet acknowledged): none of its events is stored either.
+    const early = await runner.finish(commandId, 'completed', { events: finalEvents });
+    assert.equal(early.status, 409, early.raw);
+    const before = await t.api('GET', `/api/v1/runs/${runId}/events?limit=1000`);
+    assert.ok(!before.body.events.some((e: any) => e.commandId === commandId));
+
+    await runner.ack(commandId);
+    // A client long-polling the result is answered by the commit that makes the command
+    // terminal: the reply is there in that same answer.
+    const waiting = t.api(
+      'GET',
+      `/api/v1/runs/${runId}/result?commandId=${commandId}&waitMs=10000`,
+    );
+    const done = await runner.finish(commandId, 'completed', { events: finalEvents });
+    assert.equal(done.status, 200, done.raw);
+    assert.equal(done.body.state, 'completed');
+    const result = (await waiting).body;
+    assert.equal(result.terminalStatus, 'completed', JSON.stringify(result));
+    assert.equal(result.reply, 'all done\ufffd', 'U+0000 in event data replaced, as on append');
+
+    const retried = await runner.finish(commandId, 'completed', { events: finalEvents });
+    assert.equal(retried.status, 200, retried.raw);
+    const events = (await t.api('GET', `/api/v1/runs/${runId}/events?limit=1000`)).body.events;
+    const ofTurn = events.filter((e: any) => e.commandId === commandId);
+    assert.deepEqual(
+      ofTurn.map((e: any) => e.name ?? e.category),
+      ['turn.usage', 'assistant_message', 'command.terminal'],
+      'each final event once, before the terminal_status event',
+    );
+
+    // The append route's rules: no terminal_status from a runner, U+0000 only in event data,
+    // and only the lease holder's events.
+    const next = (await turn(runId, 'again')).body.commandId;
+    await runner.poll(created.body.seq);
+    await runner.ack(next);
+    const forged = await runner.finish(next, 'completed', {
+      events: [{ key: 'a1:9', commandId: next, category: 'terminal_status', data: {} }],
+    });
+    assert.equal(forged.status, 400, forged.raw);
+    const nul = await runner.finish(next, 'failed', {
+      message: 'bad\u0000',
+      events: [{ key: 'a1:10', commandId: next, category: 'system', data: {} }],
+    });
+    assert.equal(nul.status, 400, nul.raw);
+    const stranger = new TestRunner(t, 'rnr-final002', runId);
+    const refused = await stranger.finish(commandId, 'completed', {
+      events: [{ key: 'x:1', commandId, category: 'system', data: {} }],
+    });
+    assert.equal(refused.body.failureKind, 'runner-lease-conflict', refused.raw);
+    const after = (await t.api('GET', `/api/v1/runs/${runId}/events?limit=1000`)).body.events;
+    assert.equal(after.length, events.length, 'refused requests stored nothing');
+  });
+
   it('lets only the lease owner take delivery, acknowledge and report', async () => {
     const runId = await newRun();
     const created = await turn(runId);

@@ -19,6 +19,7 @@ import {
   executeInterrupt,
   executeSteer,
   executeTurn,
+  newActiveTurn,
   TurnOutcomeError,
   type ActiveTurn,
   type TurnServices,
@@ -243,7 +244,7 @@ export class Runner {
     while (this.#queue.length > 0 && !this.#stop.signal.aborted) {
       const command = this.#queue.shift()!;
       if (!(await this.#acked(command))) continue;
-      this.#active = { command, handle: null, cancelRequested: false };
+      this.#active = newActiveTurn(command);
       this.#lastWork = Date.now();
       try {
         await executeTurn(this.#services(), this.#active);
@@ -262,6 +263,7 @@ export class Runner {
             });
         }
       } finally {
+        this.#active.markStarted(); // a steer waiting for this turn stops waiting
         this.#active = null;
         this.#lastWork = Date.now();
       }

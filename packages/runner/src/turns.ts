@@ -13,6 +13,9 @@ import type { RunnerLog } from './logging.js';
 import type { ManagerClient } from './manager-client.js';
 import type { RunContext } from './run-context.js';
 
+/** How long a steer waits for its target turn to start. */
+const STEER_TARGET_WAIT_MS = 10_000;
+
 /** Failure kinds that block a run at assembly instead of failing one command. */
 export const BLOCKING_KINDS = new Set<string>(RUN_BLOCKING_KINDS);
 
@@ -20,6 +23,15 @@ export interface ActiveTurn {
   command: Command;
   handle: TurnHandle | null;
   cancelRequested: boolean;
+  /** Resolves once the turn has its handle, or ended without one. */
+  started: Promise<void>;
+  markStarted(): void;
+}
+
+export function newActiveTurn(command: Command): ActiveTurn {
+  let markStarted!: () => void;
+  const started = new Promise<void>((r) => (markStarted = r));
+  return { command, handle: null, cancelRequested: false, started, markStarted };
 }
 
 export interface TurnServices {
@@ -61,8 +73,9 @@ export class TurnOutcomeError extends Error {
 export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<void> {
   const { command } = active;
   const report = async (body: Omit<CommandStatusBody, 'runnerId'>) => {
-    await s.sink.flush().catch(() => undefined);
-    await s.client.commandStatus(command.commandId, { runnerId: s.runnerId, ...body });
+    // The turn's last events ride with its terminal status, stored in one transaction, sent
+    // as soon as the turn ends (no wait for the sink's batch timer).
+    await reportWithEvents(s, command.commandId, body);
     await s.ctx
       .reportStorage(s.client, s.runnerId)
       .catch((error: unknown) =>
@@ -141,6 +154,7 @@ export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<
       onEvent: (event) => s.sink.push({ ...event, commandId: command.commandId }),
     });
     active.handle = handle;
+    active.markStarted();
     await s.client
       .commandStatus(command.commandId, {
         runnerId: s.runnerId,
@@ -182,6 +196,35 @@ export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<
     });
     if (failure.blocksRun) throw new TurnOutcomeError(failure.failureKind, failure.message, true);
   }
+}
+
+/**
+ * A command status carrying the events not yet sent. A refusal of the events themselves (a
+ * 400) must not leave the command unfinished: the status is then sent alone.
+ */
+async function reportWithEvents(
+  s: TurnServices,
+  commandId: string,
+  body: Omit<CommandStatusBody, 'runnerId'>,
+): Promise<void> {
+  const status = (events: CommandStatusBody['events'] = []) =>
+    s.client.commandStatus(commandId, {
+      runnerId: s.runnerId,
+      ...body,
+      ...(events.length > 0 ? { events } : {}),
+    });
+  await s.sink.carry(async (events) => {
+    try {
+      await status(events);
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.status !== 400 || events.length === 0) throw error;
+      s.log.warn('final events refused; reporting the status alone', {
+        commandId,
+        err: error.message,
+      });
+      await status();
+    }
+  });
 }
 
 function statusOf(outcome: TurnOutcome): Omit<CommandStatusBody, 'runnerId'> {
@@ -241,11 +284,15 @@ export async function executeSteer(
   command: Command,
   active: () => ActiveTurn | null,
 ): Promise<void> {
-  // A steer can arrive while its target turn is still starting: give the turn a moment.
-  const deadline = Date.now() + 10_000;
+  // A steer can arrive while its target turn is still starting: wait (bounded) for it to start.
   let target = active();
-  while (target && !target.handle && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 20));
+  if (target && !target.handle) {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      target.started,
+      new Promise<void>((r) => (timer = setTimeout(r, STEER_TARGET_WAIT_MS))),
+    ]);
+    clearTimeout(timer);
     target = active();
   }
   const matches =
@@ -279,9 +326,7 @@ export async function executeSteer(
       error: result.error,
     },
   });
-  await s.sink.flush().catch(() => undefined);
-  await s.client.commandStatus(command.commandId, {
-    runnerId: s.runnerId,
+  await reportWithEvents(s, command.commandId, {
     state: result.accepted ? 'completed' : 'failed',
     ...(result.accepted
       ? {}

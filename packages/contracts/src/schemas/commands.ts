@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { JsonObject, Nullable, Text, Timestamp, StringEnum } from './common.js';
+import { EventInput, MAX_EVENTS_PER_APPEND } from './events.js';
 
 export const COMMAND_TYPES = ['turn', 'steer', 'interrupt', 'resume'] as const;
 export type CommandType = (typeof COMMAND_TYPES)[number];
@@ -113,6 +114,12 @@ export const CommandStatusBody = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    /**
+     * The runner's last events, stored in the transaction that records this status, before its
+     * terminal_status event: a reader never sees the command terminal without them. The rules
+     * of `POST /runs/:runId/events` apply (keys make a retried request a no-op).
+     */
+    events: Type.Optional(Type.Array(EventInput, { minItems: 1, maxItems: MAX_EVENTS_PER_APPEND })),
   },
   { additionalProperties: false },
 );

@@ -1,5 +1,6 @@
 import { anyDue, expireDue } from '../store/commands.js';
 import type { Db } from '../store/db.js';
+import { eventsWakeKey, wakeOnCommit } from '../store/wakeups.js';
 import type { DomainHooks } from './context.js';
 
 /**
@@ -17,6 +18,9 @@ export async function expireCommands(
   if (!(await anyDue(deps.db, runId))) return 0;
   return deps.db.transaction().execute(async (trx) => {
     const expired = await expireDue(trx, runId);
+    // A result long-poll on the run ends at an expiry: its wake-up rides in this transaction.
+    for (const run of new Set(expired.map((c) => c.run_id)))
+      await wakeOnCommit(trx, eventsWakeKey(run));
     for (const command of expired) {
       await deps.hooks.onTerminal(trx, {
         runId: command.run_id,

@@ -18,14 +18,16 @@ import {
   updateCommand,
   type CommandRow,
 } from '../store/commands.js';
+import type { NewEvent } from '../store/events.js';
 import { json } from '../store/json.js';
-import type { Executor, RunRow, Tx } from '../store/runs.js';
+import { lockRunOfCommand, type Executor, type RunRow, type Tx } from '../store/runs.js';
 import { runWakeKey } from '../store/wakeups.js';
 import { commandsCreated } from '../metrics/registry.js';
 import { expireCommands } from './command-expiry.js';
 import { checkCommandPayload } from './command-payload.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
+import { runnerEvents, writeRunnerEvents } from './events.js';
 import { assertLeaseOwner } from './lease-checks.js';
 import { toCommand } from './records.js';
 import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';
@@ -137,16 +139,17 @@ async function resolveTarget(
 
 /**
  * Run `fn` on a command with its run's row locked (the lock every writer of a run takes), the
- * command re-read under the lock so its state is current.
+ * command read under the lock so its state is current. All of it in one transaction: the run
+ * is found by the command inside the locking statement.
  */
 async function withLockedCommand<T>(
   ctx: Ctx,
   commandId: string,
   fn: (trx: Tx, run: RunRow, command: CommandRow) => Promise<T>,
 ): Promise<T> {
-  const existing = await getCommandRow(ctx.db, commandId);
   return ctx.db.transaction().execute(async (trx) => {
-    const run = await lockRunOrThrow(trx, existing.run_id);
+    const run = await lockRunOfCommand(trx, commandId);
+    if (!run) throw new ServiceError('not-found', `command ${commandId} not found`);
     return fn(trx, run, await getCommandRow(trx, commandId));
   });
 }
@@ -237,8 +240,10 @@ export async function ackCommand(
 
 /**
  * The runner's terminal report. `completed` needs an acknowledged command. The terminal_status
- * event is written here, in the same transaction as the state, so the two never disagree.
- * A command already terminal (for example cancelled meanwhile) is returned unchanged.
+ * event is written here, in the same transaction as the state, so the two never disagree; the
+ * runner's last events (`events`, under the append route's rules) go in the same transaction,
+ * before it, so a reader never sees the command terminal without them. A command already
+ * terminal (for example cancelled meanwhile) is returned unchanged, its events still stored.
  */
 export async function reportCommandStatus(
   ctx: Ctx,
@@ -247,10 +252,15 @@ export async function reportCommandStatus(
   leaseToken: string | undefined,
 ): Promise<Command> {
   const state = body.state;
-  if (state === 'running') return reportProgress(ctx, commandId, body, leaseToken);
+  const events = statusEvents(body);
+  if (state === 'running') return reportProgress(ctx, commandId, body, events, leaseToken);
   const failureKind = normalizeOutcome(state, body.failureKind);
   const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
-    if (isTerminalCommand(command.state)) return command;
+    if (events.length > 0) assertLeaseOwner(run, body.runnerId, leaseToken);
+    if (isTerminalCommand(command.state)) {
+      if (events.length > 0) await writeRunnerEvents(trx, run, events, commandId);
+      return command;
+    }
     assertLeaseOwner(run, body.runnerId, leaseToken);
     if (state === 'completed' && command.state !== 'confirmed') {
       throw new ServiceError(
@@ -259,6 +269,7 @@ export async function reportCommandStatus(
         { state: command.state },
       );
     }
+    if (events.length > 0) await writeRunnerEvents(trx, run, events, commandId);
     const steer = body.steerDelivery
       ? json({
           forwarded: body.steerDelivery.forwarded,
@@ -300,14 +311,32 @@ export async function reportCommandStatus(
   return toCommand(row);
 }
 
+/**
+ * The events a status report carries, checked before any transaction opens. The route keeps
+ * U+0000 for event data (replaced there, as on append); anywhere else in the body it is
+ * refused, as on every other route.
+ */
+function statusEvents(body: CommandStatusBody): NewEvent[] {
+  const { events, ...rest } = body;
+  // JSON spells U+0000 as an escape, so one scan of the small remainder finds any.
+  if (JSON.stringify(rest).includes('\\u0000'))
+    throw new ServiceError('schema-invalid', 'U+0000 is not allowed outside event data');
+  return events ? runnerEvents(events) : [];
+}
+
 /** Thread and turn ids of an acknowledged command, recorded as soon as the agent knows them. */
 async function reportProgress(
   ctx: Ctx,
   commandId: string,
   body: CommandStatusBody,
+  events: NewEvent[],
   leaseToken: string | undefined,
 ): Promise<Command> {
   const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
+    if (events.length > 0) {
+      assertLeaseOwner(run, body.runnerId, leaseToken);
+      await writeRunnerEvents(trx, run, events, commandId);
+    }
     if (isTerminalCommand(command.state)) return command;
     assertLeaseOwner(run, body.runnerId, leaseToken);
     if (command.state !== 'confirmed') {

@@ -3,12 +3,14 @@ import {
   ServiceError,
   type EventAppendBody,
   type EventAppendResponse,
+  type EventInput,
   type EventPage,
 } from '@svc/contracts';
 import { commandIdsOfRun, pageEvents, type NewEvent } from '../store/events.js';
 import type { Ctx } from './context.js';
 import { boundEventData } from './event-bounds.js';
-import { writeEvents } from './event-log.js';
+import type { RunRow, Tx } from '../store/runs.js';
+import { writeEvents, type Written } from './event-log.js';
 import { assertLeaseOwner } from './lease-checks.js';
 import { toEvent } from './records.js';
 import { getRunRow, lockRunOrThrow } from './runs.js';
@@ -23,34 +25,11 @@ export async function appendEvents(
   body: EventAppendBody,
   leaseToken: string | undefined,
 ): Promise<EventAppendResponse> {
-  if (body.events.some((e) => e.category === 'terminal_status')) {
-    throw new ServiceError(
-      'schema-invalid',
-      'terminal_status events are written by PATCH /commands/:id/status and PATCH /runs/:id/status, not appended',
-    );
-  }
-  const events: NewEvent[] = body.events.map((e) => ({
-    key: e.key,
-    commandId: e.commandId ?? null,
-    category: e.category,
-    name: e.name ?? null,
-    observedAt: e.observedAt ? new Date(e.observedAt) : new Date(),
-    data: boundEventData(e.category, e.data).data,
-  }));
-  const referenced = [
-    ...new Set(events.map((e) => e.commandId).filter((c): c is string => c !== null)),
-  ];
+  const events = runnerEvents(body.events);
   const result = await ctx.db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, runId);
     assertLeaseOwner(run, body.runnerId, leaseToken);
-    const known = await commandIdsOfRun(trx, runId, referenced);
-    const unknown = referenced.filter((id) => !known.has(id));
-    if (unknown.length > 0)
-      throw new ServiceError(
-        'schema-invalid',
-        `commandId ${unknown.join(', ')} does not belong to run ${runId}`,
-      );
-    return writeEvents(trx, run, events);
+    return writeRunnerEvents(trx, run, events);
   });
   return {
     runId,
@@ -64,6 +43,54 @@ export async function appendEvents(
       duplicate: w.duplicate,
     })),
   };
+}
+
+/**
+ * A runner's batch as it is stored: terminal_status refused (only the status routes write it),
+ * data bounded and NUL-free. Checked before any transaction opens.
+ */
+export function runnerEvents(input: readonly EventInput[]): NewEvent[] {
+  if (input.some((e) => e.category === 'terminal_status')) {
+    throw new ServiceError(
+      'schema-invalid',
+      'terminal_status events are written by PATCH /commands/:id/status and PATCH /runs/:id/status, not appended',
+    );
+  }
+  return input.map((e) => ({
+    key: e.key,
+    commandId: e.commandId ?? null,
+    category: e.category,
+    name: e.name ?? null,
+    observedAt: e.observedAt ? new Date(e.observedAt) : new Date(),
+    data: boundEventData(e.category, e.data).data,
+  }));
+}
+
+/**
+ * Store a runner's batch in the caller's transaction: the run row is locked and the caller
+ * has checked the lease. Every commandId named must be one of the run's commands
+ * (`ownCommandId`, when given, is known to be).
+ */
+export async function writeRunnerEvents(
+  trx: Tx,
+  run: RunRow,
+  events: NewEvent[],
+  ownCommandId?: string,
+): Promise<{ written: Written[]; lastSeq: number }> {
+  // A command already read under this run's lock needs no lookup.
+  const referenced = [
+    ...new Set(
+      events.map((e) => e.commandId).filter((c): c is string => c !== null && c !== ownCommandId),
+    ),
+  ];
+  const known = await commandIdsOfRun(trx, run.run_id, referenced);
+  const unknown = referenced.filter((id) => !known.has(id));
+  if (unknown.length > 0)
+    throw new ServiceError(
+      'schema-invalid',
+      `commandId ${unknown.join(', ')} does not belong to run ${run.run_id}`,
+    );
+  return writeEvents(trx, run, events);
 }
 
 export async function listEvents(

@@ -10,8 +10,14 @@ import { sameHash, tokenHash } from './caller-tokens.js';
  * that nobody took over still belongs to its holder (it may be slow, not dead); once anyone
  * claims again, a fresh token is minted and the old one is refused.
  */
+/** What fencing reads of a run. */
+export type LeaseFacts = Pick<
+  RunRow,
+  'run_id' | 'lease_owner' | 'lease_token_hash' | 'lease_expires_at'
+>;
+
 export function assertLeaseOwner(
-  run: RunRow,
+  run: LeaseFacts,
   runnerId: string,
   leaseToken: string | undefined,
 ): void {
@@ -29,7 +35,7 @@ export function assertLeaseOwner(
  * The refusal names neither the holder nor any token: a caller without the lease learns only
  * that it does not hold it, and when the lease runs out.
  */
-export function leaseConflict(run: RunRow): ServiceError {
+export function leaseConflict(run: LeaseFacts): ServiceError {
   return new ServiceError(
     'runner-lease-conflict',
     run.lease_owner

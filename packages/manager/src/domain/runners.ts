@@ -9,14 +9,13 @@ import {
   type LeaseResponse,
   type PollQuery,
   type PollResponse,
-  type RunControlSignals,
   type RunnerRegisterBody,
   type RunnerRegistration,
 } from '@svc/contracts';
-import { cancelledAfterDelivery, listCommandsAfter, markDelivered } from '../store/commands.js';
+import { pollPage, type PollPage } from '../store/command-poll.js';
 import { expireCommands } from './command-expiry.js';
 import { iso, isoRequired, json } from '../store/json.js';
-import { dbNow, findRun, type Executor, type RunRow } from '../store/runs.js';
+import { dbNow, type RunRow } from '../store/runs.js';
 import { runWakeKey } from '../store/wakeups.js';
 import { leaseClaims, leaseExpiries, leaseTakeovers } from '../metrics/registry.js';
 import type { Ctx } from './context.js';
@@ -241,18 +240,11 @@ export async function heartbeat(
   };
 }
 
-export async function controlSignals(db: Executor, run: RunRow): Promise<RunControlSignals> {
-  return {
-    runState: run.state,
-    cancelRequested: run.cancel_requested_at !== null,
-    cancelledCommandIds: await cancelledAfterDelivery(db, run.run_id),
-  };
-}
-
 /**
  * Poll commands after a seq. With `runnerId` (the lease owner), accepted commands in the page
  * become `delivered`. With `waitMs`, an empty poll waits for a wake-up (a new command, a
  * cancel) up to that bound: the runner reacts within milliseconds without hammering the store.
+ * Each read is one statement (pollPage): lease, page, delivery and control signals together.
  */
 export async function pollCommands(
   ctx: Ctx,
@@ -264,8 +256,18 @@ export async function pollCommands(
   const afterSeq = query.afterSeq ?? 0;
   const limit = query.limit ?? 20;
   const waitMs = Math.min(query.waitMs ?? 0, ctx.config.pollWaitMaxMs);
-  const initial = await getRunRow(ctx, runId);
-  if (query.runnerId) assertLeaseOwner(initial, query.runnerId, leaseToken);
+  const deliverTo = query.runnerId
+    ? { runnerId: query.runnerId, tokenHash: tokenHash(leaseToken ?? '') }
+    : null;
+  const read = async (): Promise<PollPage> => {
+    let page = await pollPage(ctx.db, runId, afterSeq, limit, deliverTo);
+    if (page && query.runnerId) assertLeaseOwner(page.run, query.runnerId, leaseToken);
+    // Rare: a command of the run outlived its TTL. Expire it (with its followers), read again.
+    if (page?.anyDue && (await expireCommands(ctx, runId)) > 0)
+      page = await pollPage(ctx.db, runId, afterSeq, limit, deliverTo);
+    if (!page) throw new ServiceError('not-found', `run ${runId} not found`);
+    return page;
+  };
   // Subscribe before reading, so a command committed between the read and the wait still wakes us.
   const stop = new AbortController();
   const abort = () => stop.abort();
@@ -274,7 +276,7 @@ export async function pollCommands(
     waitMs > 0 ? ctx.wakeups.wait(runWakeKey(runId), waitMs, stop.signal) : Promise.resolve();
   let page;
   try {
-    page = await readPage(ctx, runId, afterSeq, limit);
+    page = await read();
     const idle =
       page.rows.length === 0 &&
       page.run.cancel_requested_at === null &&
@@ -282,35 +284,20 @@ export async function pollCommands(
     if (idle && waitMs > 0) {
       // Any wake-up (new command, cancel) ends the wait: the runner re-polls with fresh signals.
       await wake;
-      page = await readPage(ctx, runId, afterSeq, limit);
+      page = await read();
     }
   } finally {
     stop.abort();
     signal?.removeEventListener('abort', abort);
   }
-  let rows = page.rows;
-  if (query.runnerId && rows.some((r) => r.state === 'accepted')) {
-    await markDelivered(
-      ctx.db,
-      rows.filter((r) => r.state === 'accepted').map((r) => r.command_id),
-      query.runnerId,
-    );
-    rows = await listCommandsAfter(ctx.db, runId, afterSeq, limit);
-  }
   return {
     runId,
-    commands: rows.map(toCommand),
+    commands: page.rows.map(toCommand),
     lastCommandSeq: page.run.command_seq,
-    control: await controlSignals(ctx.db, page.run),
+    control: {
+      runState: page.run.state,
+      cancelRequested: page.run.cancel_requested_at !== null,
+      cancelledCommandIds: page.cancelledCommandIds,
+    },
   };
-}
-
-async function readPage(ctx: Ctx, runId: string, afterSeq: number, limit: number) {
-  await expireCommands(ctx, runId);
-  const [rows, run] = await Promise.all([
-    listCommandsAfter(ctx.db, runId, afterSeq, limit),
-    findRun(ctx.db, runId),
-  ]);
-  if (!run) throw new ServiceError('not-found', `run ${runId} not found`);
-  return { rows, run };
 }

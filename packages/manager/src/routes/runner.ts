@@ -112,7 +112,8 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
   app.patch(
     '/api/v1/commands/:commandId/status',
     {
-      config: RUNNER,
+      // The final events it may carry hold agent output, as an append does (U+0000 replaced).
+      config: { ...RUNNER, nulInBody: 'replace' },
       schema: {
         params: CommandParams,
         body: CommandStatusBody,

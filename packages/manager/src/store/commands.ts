@@ -37,22 +37,6 @@ export async function findCommandByKey(
     .executeTakeFirst();
 }
 
-export async function listCommandsAfter(
-  db: Executor,
-  runId: string,
-  afterSeq: number,
-  limit: number,
-): Promise<CommandRow[]> {
-  return db
-    .selectFrom('commands')
-    .selectAll()
-    .where('run_id', '=', runId)
-    .where('seq', '>', afterSeq)
-    .orderBy('seq')
-    .limit(limit)
-    .execute();
-}
-
 export async function nonTerminalCommands(db: Executor, runId: string): Promise<CommandRow[]> {
   return db
     .selectFrom('commands')
@@ -89,23 +73,6 @@ export async function updateCommand(
     .executeTakeFirstOrThrow();
 }
 
-/** accepted -> delivered for the given ids, only those still accepted and not past expiry. */
-export async function markDelivered(db: Executor, ids: string[], runnerId: string): Promise<void> {
-  if (ids.length === 0) return;
-  await db
-    .updateTable('commands')
-    .set({
-      state: 'delivered',
-      delivered_at: sql`now()`,
-      runner_id: runnerId,
-      updated_at: sql`now()`,
-    } as never)
-    .where('command_id', 'in', ids)
-    .where('state', '=', 'accepted')
-    .where('expires_at', '>', sql<Date>`now()`)
-    .execute();
-}
-
 /** Whether any accepted command (of one run, or any) is past its TTL: a cheap probe. */
 export async function anyDue(db: Executor, runId?: string): Promise<boolean> {
   let query = db
@@ -138,22 +105,4 @@ export async function expireDue(
     .where('expires_at', '<=', sql<Date>`now()`);
   if (runId) query = query.where('run_id', '=', runId);
   return query.returning(['command_id', 'run_id', 'thread_id']).execute();
-}
-
-/** Commands cancelled after a runner took them: the runner must stop working on them. */
-export async function cancelledAfterDelivery(
-  db: Executor,
-  runId: string,
-  limit = 50,
-): Promise<string[]> {
-  const rows = await db
-    .selectFrom('commands')
-    .select('command_id')
-    .where('run_id', '=', runId)
-    .where('state', '=', 'cancelled')
-    .where('delivered_at', 'is not', null)
-    .orderBy('terminal_at', 'desc')
-    .limit(limit)
-    .execute();
-  return rows.map((r) => r.command_id);
 }

@@ -47,14 +47,9 @@ async function openPostgres(
   const wakeups = new Wakeups();
   const listener = new WakeListener(config.url, wakeups, logger);
   await listener.start();
-  wakeups.setRemote(
-    async (key) => {
-      await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(db);
-    },
-    async (trx, key) => {
-      await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(trx);
-    },
-  );
+  wakeups.setRemote(async (key) => {
+    await sql`SELECT pg_notify(${WAKE_CHANNEL}, ${key})`.execute(db);
+  });
   return {
     db,
     kind: 'postgres',

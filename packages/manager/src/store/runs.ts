@@ -24,6 +24,21 @@ export async function lockRun(trx: Tx, runId: string): Promise<RunRow | undefine
     .executeTakeFirst();
 }
 
+/**
+ * The run of a command, row-locked, found by the command in the same statement: a command's
+ * run never changes, so nothing needs reading before the transaction.
+ */
+export async function lockRunOfCommand(trx: Tx, commandId: string): Promise<RunRow | undefined> {
+  return trx
+    .selectFrom('runs')
+    .selectAll()
+    .where('run_id', '=', (eb) =>
+      eb.selectFrom('commands').select('run_id').where('command_id', '=', commandId),
+    )
+    .forUpdate()
+    .executeTakeFirst();
+}
+
 export async function updateRun(
   db: Executor,
   runId: string,

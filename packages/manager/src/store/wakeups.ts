@@ -14,19 +14,14 @@ export class Wakeups {
   #remote: ((key: string) => Promise<void>) | undefined;
   #released = false;
   readonly #waiting = new Set<() => void>();
-  #remoteIn: ((trx: Tx, key: string) => Promise<void>) | undefined;
 
   constructor() {
     this.#emitter.setMaxListeners(0);
   }
 
   /** Set by the store when it can reach other replicas. */
-  setRemote(
-    publish: (key: string) => Promise<void>,
-    publishIn?: (trx: Tx, key: string) => Promise<void>,
-  ): void {
+  setRemote(publish: (key: string) => Promise<void>): void {
     this.#remote = publish;
-    this.#remoteIn = publishIn;
   }
 
   /** Subscribe to every wake-up of `key`; returns the unsubscribe. */
@@ -36,14 +31,13 @@ export class Wakeups {
   }
 
   /**
-   * A wake-up sent from inside a transaction: with PostgreSQL, NOTIFY is delivered when the
-   * transaction commits, so a woken reader sees what it wrote. Without a remote (one embedded
-   * process) the local wake-up comes a moment later; a reader that is early re-reads at its
-   * next wake-up or scan.
+   * A wake-up sent from inside a transaction: NOTIFY is delivered when the transaction
+   * commits, so a woken reader sees what it wrote, with no timer of its own. Both stores
+   * listen on their own channel (PostgreSQL through the listener connection, the embedded
+   * store on itself), so it reaches this process's waiters as well as other replicas'.
    */
   async publishIn(trx: Tx, key: string): Promise<void> {
-    if (this.#remoteIn) return this.#remoteIn(trx, key);
-    setTimeout(() => this.#emitter.emit(key), 25).unref();
+    await wakeOnCommit(trx, key);
   }
 
   /** Deliver a wake-up that came from another replica. */
