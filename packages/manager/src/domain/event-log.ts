@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
-import { existingKeys, insertEvents, type NewEvent } from '../store/events.js';
+import { existingKeys, type NewEvent } from '../store/events.js';
+import { json } from '../store/json.js';
 import type { RunRow, Tx } from '../store/runs.js';
-import { eventsWakeKey, wakeOnCommit } from '../store/wakeups.js';
+import { eventsWakeKey, WAKE_CHANNEL } from '../store/wakeups.js';
 import { eventsAppended } from '../metrics/registry.js';
 
 export interface Written {
@@ -36,15 +37,8 @@ export async function writeEvents(
     if (event.key !== null) existing.set(event.key, next - 1);
   }
   if (fresh.length === 0) return { written, lastSeq: run.last_seq };
-  await insertEvents(trx, run.run_id, run.last_seq + 1, fresh);
   const lastSeq = run.last_seq + fresh.length;
-  await trx
-    .updateTable('runs')
-    .set({ last_seq: lastSeq, updated_at: sql`now()` } as never)
-    .where('run_id', '=', run.run_id)
-    .execute();
-  await countPerCommand(trx, fresh, run.last_seq + 1);
-  await wakeOnCommit(trx, eventsWakeKey(run.run_id));
+  await appendRows(trx, run.run_id, run.last_seq + 1, fresh, perCommand(fresh, run.last_seq + 1));
   // Counted before the commit: a rolled-back append may be counted, which a rate tolerates.
   eventsAppended.inc(fresh.length);
   run.last_seq = lastSeq; // the caller's row stays current for further writes in this transaction
@@ -52,22 +46,59 @@ export async function writeEvents(
 }
 
 /** Per-command counters, so a result never counts a turn's events row by row. */
-async function countPerCommand(trx: Tx, fresh: NewEvent[], firstSeq: number): Promise<void> {
-  const perCommand = new Map<string, { count: number; last: number }>();
+function perCommand(fresh: NewEvent[], firstSeq: number) {
+  const counts = new Map<string, { command_id: string; count: number; last: number }>();
   fresh.forEach((event, i) => {
     if (event.commandId === null) return;
-    const entry = perCommand.get(event.commandId) ?? { count: 0, last: 0 };
+    const entry = counts.get(event.commandId) ?? {
+      command_id: event.commandId,
+      count: 0,
+      last: 0,
+    };
     entry.count += 1;
     entry.last = firstSeq + i;
-    perCommand.set(event.commandId, entry);
+    counts.set(event.commandId, entry);
   });
-  for (const [commandId, { count, last }] of perCommand) {
-    await trx
-      .updateTable('commands')
-      .set({ event_count: sql`event_count + ${count}`, last_event_seq: last } as never)
-      .where('command_id', '=', commandId)
-      .execute();
-  }
+  return [...counts.values()];
+}
+
+/**
+ * The events, the run's last seq, the per-command counters and the wake-up in one statement:
+ * one round trip under the run lock the caller holds, whatever the batch holds. Data-modifying
+ * CTEs run exactly once and to completion, whether or not the outer query reads them.
+ */
+async function appendRows(
+  trx: Tx,
+  runId: string,
+  firstSeq: number,
+  fresh: NewEvent[],
+  counts: { command_id: string; count: number; last: number }[],
+): Promise<void> {
+  const rows = fresh.map((e, i) => ({
+    seq: firstSeq + i,
+    command_id: e.commandId,
+    category: e.category,
+    name: e.name,
+    event_key: e.key,
+    observed_at: e.observedAt.toISOString(),
+    data: e.data,
+  }));
+  await sql`
+    WITH inserted AS (
+      INSERT INTO events (run_id, seq, command_id, category, name, event_key, observed_at, data)
+      SELECT ${runId}, x.seq, x.command_id, x.category, x.name, x.event_key, x.observed_at, x.data
+      FROM jsonb_to_recordset(${json(rows)}::jsonb) AS x(seq integer, command_id text,
+        category text, name text, event_key text, observed_at timestamptz, data jsonb)
+      RETURNING 1
+    ), moved AS (
+      UPDATE runs SET last_seq = ${firstSeq + fresh.length - 1}, updated_at = now()
+      WHERE run_id = ${runId} RETURNING 1
+    ), counted AS (
+      UPDATE commands c SET event_count = c.event_count + v.count, last_event_seq = v.last
+      FROM jsonb_to_recordset(${json(counts)}::jsonb) AS v(command_id text, count integer, last integer)
+      WHERE c.command_id = v.command_id RETURNING 1
+    )
+    SELECT pg_notify(${WAKE_CHANNEL}, ${eventsWakeKey(runId)})`.execute(trx);
 }
 
 /** A manager-written system or terminal event (key makes it idempotent). */

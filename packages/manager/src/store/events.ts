@@ -1,7 +1,6 @@
 import { sql, type Selectable } from 'kysely';
 import type { EventsTable } from './schema.js';
-import type { Executor, Tx } from './runs.js';
-import { json } from './json.js';
+import type { Executor } from './runs.js';
 
 export type EventRow = Selectable<EventsTable>;
 
@@ -28,34 +27,6 @@ export async function existingKeys(
     .where('event_key', 'in', keys)
     .execute();
   return new Map(rows.map((r) => [r.event_key!, r.seq]));
-}
-
-/**
- * Insert events with seqs `firstSeq, firstSeq+1, …` in array order. The caller holds the run's
- * row lock and moves runs.last_seq in the same transaction, which keeps seqs contiguous.
- */
-export async function insertEvents(
-  trx: Tx,
-  runId: string,
-  firstSeq: number,
-  events: NewEvent[],
-): Promise<void> {
-  if (events.length === 0) return;
-  await trx
-    .insertInto('events')
-    .values(
-      events.map((e, i) => ({
-        run_id: runId,
-        seq: firstSeq + i,
-        command_id: e.commandId,
-        category: e.category,
-        name: e.name,
-        event_key: e.key,
-        observed_at: e.observedAt,
-        data: json(e.data),
-      })),
-    )
-    .execute();
 }
 
 export async function pageEvents(
