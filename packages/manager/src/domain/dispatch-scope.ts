@@ -11,6 +11,7 @@ import type { SessionVolume } from '../sessions/volumes.js';
 export class DispatchScope {
   readonly #profiles = new Map<string, Promise<void>>();
   readonly #claims = new Map<string, SessionVolume>();
+  readonly #runSessions = new Map<string, string>();
 
   profileChecked(profile: string, check: () => Promise<void>): Promise<void> {
     let known = this.#profiles.get(profile);
@@ -29,6 +30,15 @@ export class DispatchScope {
 
   claim(sessionId: string): SessionVolume | undefined {
     return this.#claims.get(sessionId);
+  }
+
+  /** A run this scope created on a session it created: its storage checks need no read. */
+  noteRun(runId: string, sessionId: string): void {
+    if (this.#claims.has(sessionId)) this.#runSessions.set(runId, sessionId);
+  }
+
+  sessionOfRun(runId: string): string | undefined {
+    return this.#runSessions.get(runId);
   }
 }
 
@@ -49,6 +59,10 @@ export function checkProfileOnce(profile: string, check: () => Promise<void>): P
   const scope = dispatchScope();
   return scope ? scope.profileChecked(profile, check) : check();
 }
+
+/** The session of a run this scope created on its own claim, or undefined. */
+export const trustedRunSession = (runId: string): string | undefined =>
+  dispatchScope()?.sessionOfRun(runId);
 
 /** A claim this scope created, or undefined (then the caller reads it). */
 export const trustedClaim = (sessionId: string): SessionVolume | undefined =>

@@ -11,6 +11,7 @@ import { dbNow, findRun, insertRun, lockRun, type RunRow, type Tx } from '../sto
 import { nonTerminalCommands, updateCommand } from '../store/commands.js';
 import { checkRunSources } from './bundle-policy.js';
 import type { Ctx } from './context.js';
+import { dispatchScope } from './dispatch-scope.js';
 import { managerEvent, writeEvents } from './event-log.js';
 import { toRun } from './records.js';
 import { checkProjectBoundary, completeExecutionPolicy, resolveProfile } from './run-policy.js';
@@ -48,6 +49,7 @@ export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
     state: 'pending',
   });
   runsCreated.inc();
+  if (row.session_id) dispatchScope()?.noteRun(row.run_id, row.session_id);
   return toRun(row, new Date());
 }
 

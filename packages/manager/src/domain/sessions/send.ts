@@ -39,11 +39,11 @@ async function decide(ctx: Ctx, row: SessionRow, profile: string): Promise<Decis
   const [command, run, now] = await Promise.all([
     row.active_command_id ? findCommand(ctx.db, row.active_command_id) : Promise.resolve(undefined),
     row.active_run_id ? findRun(ctx.db, row.active_run_id) : Promise.resolve(undefined),
-    dbNow(ctx.db),
+    // The database clock is read only when there is a lease to compare it with.
+    row.active_run_id ? dbNow(ctx.db) : Promise.resolve(undefined),
   ]);
-  const leaseExpired = run?.lease_expires_at
-    ? new Date(run.lease_expires_at).getTime() <= now.getTime()
-    : null;
+  const leaseExpired =
+    run?.lease_expires_at && now ? new Date(run.lease_expires_at).getTime() <= now.getTime() : null;
   const before = (reason: string): ActiveBefore => ({
     runId: run?.run_id ?? null,
     commandId: command?.command_id ?? null,

@@ -85,8 +85,6 @@ export async function createSession(
   checkRunBase(ctx, body.runBase, profile);
   await ctx.hooks.assertProfileUsable(profile);
   const sessionId = body.sessionId ?? newId('ses');
-  const existing = await findSession(ctx.db, sessionId);
-  if (existing) return { session: toSession(existing, null), created: false };
 
   const expiresAt = new Date(
     Date.now() + (body.expiresInSeconds ?? ctx.config.sessions.ttlSeconds) * 1000,

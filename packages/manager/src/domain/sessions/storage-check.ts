@@ -3,7 +3,7 @@ import { ServiceError } from '@svc/contracts';
 import type { SessionVolumes } from '../../sessions/volumes.js';
 import type { Db } from '../../store/db.js';
 import type { Executor } from '../../store/runs.js';
-import { trustedClaim } from '../dispatch-scope.js';
+import { trustedClaim, trustedRunSession } from '../dispatch-scope.js';
 import { findSession } from './sessions.js';
 
 export const evictedError = (sessionId: string) =>
@@ -31,10 +31,13 @@ export async function checkSessionStorage(
   volumes: SessionVolumes,
   sessionId: string,
 ): Promise<void> {
+  // Created by this very dispatch: nothing can have been recorded against it that the
+  // in-transaction checks (refuseEvicted) would not see.
+  if (trustedClaim(sessionId)) return;
   const row = await findSession(db, sessionId);
   if (!row) return;
   if (row.storage_kind === 'evicted') throw evictedError(sessionId);
-  if (trustedClaim(sessionId) ?? (await volumes.get(sessionId))) return;
+  if (await volumes.get(sessionId)) return;
   await db
     .updateTable('sessions')
     .set({
@@ -56,6 +59,7 @@ export async function checkRunStorage(
   volumes: SessionVolumes,
   runId: string,
 ): Promise<void> {
+  if (trustedRunSession(runId)) return;
   const run = await db
     .selectFrom('runs')
     .select('session_id')
