@@ -218,6 +218,12 @@ describe('commands', () => {
     const stranger = new TestRunner(t, 'rnr-strange1', runId);
     await owner.claim();
     assert.equal((await stranger.poll()).body.failureKind, 'runner-lease-conflict');
+    const untouched = await t.api(
+      'GET',
+      `/api/v1/runs/${runId}/commands/${created.body.commandId}`,
+    );
+    assert.equal(untouched.body.state, 'accepted', 'a refused poll delivers nothing');
+    assert.equal(untouched.body.runnerId, null);
     assert.equal(
       (await stranger.ack(created.body.commandId)).body.failureKind,
       'runner-lease-conflict',
@@ -335,6 +341,27 @@ describe('commands', () => {
       );
       assert.equal(result.body.status, 'expired', result.raw);
       assert.equal(result.body.completed, false);
+
+      // A client long-polling a command's result hears of its expiry when it commits.
+      const later = await short.api('POST', `/api/v1/runs/${run.body.runId}/commands`, {
+        type: 'turn',
+        payload: { prompt: 'y' },
+      });
+      const started = Date.now();
+      const waiting = short.api(
+        'GET',
+        `/api/v1/runs/${run.body.runId}/result?commandId=${later.body.commandId}&waitMs=20000`,
+      );
+      await short.manager.store.db
+        .updateTable('commands')
+        .set({ expires_at: new Date(Date.now() - 1000) })
+        .where('command_id', '=', later.body.commandId)
+        .execute();
+      await short.api('GET', `/api/v1/runs/${run.body.runId}/commands/${later.body.commandId}`);
+      const woken = await waiting;
+      assert.equal(woken.body.status, 'expired', woken.raw);
+      const waited = Date.now() - started;
+      assert.ok(waited < 10_000, `the result long-poll returned after ${waited} ms, not at once`);
     } finally {
       await short.close();
     }
