@@ -27,7 +27,7 @@ import { expireCommands } from './command-expiry.js';
 import { checkCommandPayload } from './command-payload.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
-import { runnerEvents, writeRunnerEvents } from './events.js';
+import { checkRunnerEvents, runnerEvents, writeRunnerEvents } from './events.js';
 import { assertLeaseOwner } from './lease-checks.js';
 import { toCommand } from './records.js';
 import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';
@@ -269,7 +269,7 @@ export async function reportCommandStatus(
         { state: command.state },
       );
     }
-    if (events.length > 0) await writeRunnerEvents(trx, run, events, commandId);
+    if (events.length > 0) await checkRunnerEvents(trx, run, events, commandId);
     const steer = body.steerDelivery
       ? json({
           forwarded: body.steerDelivery.forwarded,
@@ -287,6 +287,8 @@ export async function reportCommandStatus(
       threadId: body.threadId ?? null,
       turnId: body.turnId ?? null,
       ...(details ? { details } : {}),
+      // The runner's last events and the terminal_status event: one write, in that order.
+      leading: events,
       extra: {
         runner_id: body.runnerId,
         ...(body.threadId ? { thread_id: body.threadId } : {}),
@@ -393,10 +395,13 @@ export async function finishCommand(
     threadId?: string | null;
     turnId?: string | null;
     details?: Record<string, unknown>;
+    /** Events written just before the terminal_status event (checked by the caller). */
+    leading?: NewEvent[];
     extra?: Record<string, unknown>;
   },
 ): Promise<CommandRow> {
   await writeEvents(trx, run, [
+    ...(outcome.leading ?? []),
     managerEvent(
       'terminal_status',
       'command.terminal',

@@ -77,6 +77,17 @@ export async function writeRunnerEvents(
   events: NewEvent[],
   ownCommandId?: string,
 ): Promise<{ written: Written[]; lastSeq: number }> {
+  await checkRunnerEvents(trx, run, events, ownCommandId);
+  return writeEvents(trx, run, events);
+}
+
+/** Every commandId a runner's batch names is one of the run's commands (`ownCommandId` is). */
+export async function checkRunnerEvents(
+  trx: Tx,
+  run: RunRow,
+  events: NewEvent[],
+  ownCommandId?: string,
+): Promise<void> {
   // A command already read under this run's lock needs no lookup.
   const referenced = [
     ...new Set(
@@ -90,7 +101,6 @@ export async function writeRunnerEvents(
       'schema-invalid',
       `commandId ${unknown.join(', ')} does not belong to run ${run.run_id}`,
     );
-  return writeEvents(trx, run, events);
 }
 
 export async function listEvents(
