@@ -152,6 +152,8 @@ async function drainRate(): Promise<Drain> {
       SVC_SCHEDULER_MAX_RUNNING: '100000',
       SVC_SCHEDULER_BATCH: '500',
       SVC_SCHEDULER_LAUNCH_CONCURRENCY: '32',
+      // Every launch in flight holds a connection at times; 10 (the default) would queue them.
+      SVC_DB_POOL_SIZE: '40',
       SVC_SCHEDULER_SCAN_MS: '1000',
     }),
   });

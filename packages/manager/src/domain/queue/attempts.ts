@@ -8,6 +8,7 @@ import {
   findAttempt,
   insertAttempt,
   lockTask,
+  nextChangeSeq,
   openAttempt,
   updateAttempt,
   type AttemptRow,
@@ -130,6 +131,47 @@ export async function createAttempt(
     ...(recovered ? { failed_attempts: sql`failed_attempts + 1` } : {}),
   });
   return { attempt, task: changed };
+}
+
+/**
+ * `createAttempt` for a batch of locked tasks in three statements (attempts inserted, change
+ * numbers taken, tasks moved), not three per task: the scheduler's claim holds the capacity
+ * lock meanwhile. Each task still gets its own change number, in the order given.
+ */
+export async function createAttempts(
+  trx: Tx,
+  tasks: readonly TaskRow[],
+): Promise<Array<{ attempt: AttemptRow; task: TaskRow }>> {
+  if (tasks.length === 0) return [];
+  const rows = tasks.map((task) => {
+    const ref = task.session_ref as SessionRef | null;
+    return {
+      attempt_id: newId('att'),
+      task_id: task.task_id,
+      retry_index: task.attempt_count,
+      state: 'dispatched',
+      session_id: ref?.sessionId ?? newId('ses'),
+      session_origin: ref ? 'task-session-ref' : 'bootstrapped',
+      thread: ref ? null : 'start',
+    };
+  });
+  const attempts = await trx.insertInto('queue_attempts').values(rows).returningAll().execute();
+  const last = await nextChangeSeq(trx, tasks.length);
+  const moved = await sql<TaskRow>`
+    UPDATE queue_tasks t SET
+      state = 'dispatched', latest_attempt_id = v.attempt_id, session_id = v.session_id,
+      attempt_count = t.attempt_count + 1, deferrals = 0, version = t.version + 1,
+      change_seq = v.seq, updated_at = now()
+    FROM unnest(
+      ${rows.map((r) => r.task_id)}::text[], ${rows.map((r) => r.attempt_id)}::text[],
+      ${rows.map((r) => r.session_id)}::text[],
+      ${rows.map((_, i) => last - rows.length + 1 + i)}::bigint[]
+    ) AS v(task_id, attempt_id, session_id, seq)
+    WHERE t.task_id = v.task_id
+    RETURNING t.*`.execute(trx);
+  const byTask = new Map(moved.rows.map((row) => [row.task_id, row]));
+  const byAttempt = new Map(attempts.map((row) => [row.attempt_id, row]));
+  return rows.map((r) => ({ attempt: byAttempt.get(r.attempt_id)!, task: byTask.get(r.task_id)! }));
 }
 
 async function failStalled(trx: Tx, open: AttemptRow | undefined): Promise<boolean> {

@@ -97,7 +97,6 @@ async function recordLaunch(
   const supervisor = run ? supervisorSnapshot(now, run, command ?? null, sessionId) : null;
   const written = await ctx.db.transaction().execute(async (trx) => {
     await lockTask(trx, taskId);
-    const current = (await findAttempt(trx, attempt.attempt_id))!;
     const row = await updateAttempt(trx, attempt.attempt_id, {
       run_id: sent.run!.runId,
       command_id: sent.command!.commandId,
@@ -111,7 +110,8 @@ async function recordLaunch(
     });
     // The references are a change pollers should see, even on a task cancelled meanwhile.
     await changeTask(trx, taskId, {});
-    return { row, cancelledMeanwhile: current.state === 'cancelled' };
+    // The update leaves the state as it was: a cancel that came first shows in the row.
+    return { row, cancelledMeanwhile: row.state === 'cancelled' };
   });
   if (written.cancelledMeanwhile)
     await cancelCommand(ctx, sent.command!.commandId, 'queue task cancelled during dispatch').catch(

@@ -17,10 +17,11 @@ type Patch<T> = Partial<Record<keyof T, unknown>>;
  * The next queue-wide change number. The counter row stays locked until the caller commits, so
  * numbers are handed out in commit order (see migration 0005).
  */
-export async function nextChangeSeq(trx: Tx): Promise<number> {
+/** Take `count` change numbers (default one); returns the last, the others precede it. */
+export async function nextChangeSeq(trx: Tx, count = 1): Promise<number> {
   const row = await trx
     .updateTable('queue_watermark')
-    .set({ change_seq: sql`change_seq + 1` } as never)
+    .set({ change_seq: sql`change_seq + ${count}` } as never)
     .where('id', '=', 1)
     .returning('change_seq')
     .executeTakeFirstOrThrow();

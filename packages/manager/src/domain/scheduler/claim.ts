@@ -2,7 +2,7 @@ import { isServiceError, type DispatchResponse } from '@svc/contracts';
 import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import type { Ctx } from '../context.js';
-import { checkDispatchable, createAttempt } from '../queue/attempts.js';
+import { checkDispatchable, createAttempts } from '../queue/attempts.js';
 import { prepare } from '../queue/dispatch.js';
 import { launchAttempt, type QueueDeps } from '../queue/launch.js';
 import { changeTask, lockTask, type AttemptRow, type TaskRow } from '../queue/store.js';
@@ -20,8 +20,8 @@ export interface Claimed {
  * One scheduling decision, in one transaction under the capacity lock: read what runs, lock up
  * to a batch of ready tasks per tenant (`FOR UPDATE SKIP LOCKED`: a task a manual dispatch or
  * cancel holds is passed over, never waited for), pick fairly within every limit and create
- * their attempts through the same code as a manual dispatch. Returns the claimed attempts;
- * their sessions, runs and runner Jobs are made after the commit.
+ * their attempts as a manual dispatch would, one statement per kind for the whole batch.
+ * Returns the claimed attempts; their sessions, runs and runner Jobs are made after the commit.
  */
 export async function claimBatch(ctx: Ctx, settings: SchedulerSettings): Promise<Claimed[]> {
   return ctx.db.transaction().execute(async (trx) => {
@@ -63,7 +63,7 @@ export async function claimBatch(ctx: Ctx, settings: SchedulerSettings): Promise
       });
       byTenant.set(row.tenant_id, list);
     }
-    const claimed: Claimed[] = [];
+    const picked: TaskRow[] = [];
     for (const pick of pickFair(byTenant, limits, use, room)) {
       const before = byId.get(pick.taskId)!;
       try {
@@ -71,10 +71,10 @@ export async function claimBatch(ctx: Ctx, settings: SchedulerSettings): Promise
       } catch {
         continue; // out of attempts: left queued for a person (the view says why)
       }
-      const made = await createAttempt(trx, before, undefined);
-      claimed.push({ task: made.task, before, attempt: made.attempt });
+      picked.push(before);
     }
-    return claimed;
+    const made = await createAttempts(trx, picked);
+    return made.map(({ task, attempt }, i) => ({ task, before: picked[i]!, attempt }));
   });
 }
 

@@ -11,6 +11,7 @@ import { dbNow, findRun } from '../../store/runs.js';
 import { promptOf } from '../command-payload.js';
 import { createCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
+import { trustedClaim } from '../dispatch-scope.js';
 import { resolveProfile } from '../run-policy.js';
 import { checkJobOverrides, toolsOf } from '../runner-jobs/overrides.js';
 import { createRunnerJob, type RunnerJobDeps } from '../runner-jobs/runner-jobs.js';
@@ -335,6 +336,8 @@ async function replayed(
 
 /** Activity keeps a session's storage from expiring. */
 async function touch(ctx: Ctx, sessionId: string): Promise<void> {
+  // A session this dispatch created has just been given its full time to live.
+  if (trustedClaim(sessionId)) return;
   await ctx.db
     .updateTable('sessions')
     .set({
