@@ -32,14 +32,6 @@ const t = await startTestManager({ listen: true, env: { LOG_LEVEL: 'warn' } });
 const apiKey = 'sk-bench-provider-key-00000000000000';
 await configureProviderProfile(t, 'builtin-a', provider.baseUrl, apiKey);
 
-async function until<T>(probe: () => Promise<T | null>): Promise<T> {
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
-
 try {
   // Runner path: one run, its runner kept warm by a first turn.
   const run = (
@@ -52,11 +44,20 @@ try {
     })
   ).body;
   await t.api('POST', `/api/v1/runs/${run.runId}/runner-jobs`, { commandId: first.commandId });
-  const terminal = (commandId: string) =>
-    until(async () => {
-      const c = (await t.api('GET', `/api/v1/runs/${run.runId}/commands/${commandId}`)).body;
-      return ['completed', 'failed', 'cancelled'].includes(c.state) ? c : null;
-    });
+  // As a client would: long-poll the command's result (answered by the commit that makes it
+  // terminal), then read the command. Polling in a loop would load the manager under test.
+  const terminal = async (commandId: string) => {
+    let readable: number;
+    for (;;) {
+      const result = (
+        await t.api('GET', `/api/v1/runs/${run.runId}/result?commandId=${commandId}&waitMs=30000`)
+      ).body;
+      readable = Date.now();
+      if (result.terminalStatus !== null || result.status === 'expired') break;
+    }
+    const command = (await t.api('GET', `/api/v1/runs/${run.runId}/commands/${commandId}`)).body;
+    return { ...command, readable };
+  };
   await terminal(first.commandId);
 
   const dispatch: number[] = [];
@@ -74,7 +75,7 @@ try {
     ).body;
     const request = await provider.waitForRequest(n, { timeoutMs: 30_000 });
     const done = await terminal(command.commandId);
-    const readable = Date.now();
+    const readable = done.readable;
     if (done.state !== 'completed') throw new Error(`turn ${i} ended ${done.state}`);
     dispatch.push(request.receivedAt - created);
     completion.push(readable - (request.respondedAt ?? readable));

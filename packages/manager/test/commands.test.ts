@@ -116,6 +116,10 @@ describe('commands', () => {
     const acked = await runner.ack(created.body.commandId);
     assert.equal(acked.body.state, 'confirmed');
     assert.equal((await t.api('GET', `/api/v1/runs/${runId}`)).body.state, 'running');
+    const again = await runner.ack(created.body.commandId);
+    assert.equal(again.status, 200, 'a repeated ack returns the command');
+    assert.equal(again.body.confirmedAt, acked.body.confirmedAt);
+    assert.equal((await runner.ack('cmd-nosuchcommand1')).status, 404);
 
     const done = await runner.finish(created.body.commandId, 'completed', {
       threadId: 'thr-1',
@@ -134,6 +138,9 @@ describe('commands', () => {
       failureKind: 'backend-failed',
     });
     assert.equal(repeat.body.state, 'completed', 'a terminal command is returned unchanged');
+    const late = await runner.ack(created.body.commandId);
+    assert.equal(late.status, 409, late.raw);
+    assert.equal(late.body.failureKind, 'state-conflict');
 
     const events = await t.api('GET', `/api/v1/runs/${runId}/events`);
     const terminal = events.body.events.filter((e: any) => e.category === 'terminal_status');

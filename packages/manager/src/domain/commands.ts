@@ -18,6 +18,7 @@ import {
   updateCommand,
   type CommandRow,
 } from '../store/commands.js';
+import { acknowledge } from '../store/command-ack.js';
 import type { NewEvent } from '../store/events.js';
 import { json } from '../store/json.js';
 import { lockRunOfCommand, type Executor, type RunRow, type Tx } from '../store/runs.js';
@@ -28,7 +29,8 @@ import { checkCommandPayload } from './command-payload.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
 import { checkRunnerEvents, runnerEvents, writeRunnerEvents } from './events.js';
-import { assertLeaseOwner } from './lease-checks.js';
+import { tokenHash } from './caller-tokens.js';
+import { assertLeaseOwner, leaseConflict } from './lease-checks.js';
 import { toCommand } from './records.js';
 import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';
 
@@ -198,44 +200,30 @@ export async function cancelCommand(
   return toCommand(row);
 }
 
-/** Runner acknowledgement: accepted/delivered -> confirmed, and the run claimed -> running. */
+/**
+ * Runner acknowledgement: accepted/delivered -> confirmed, and the run claimed -> running, in
+ * one statement (`acknowledge`). A replacement runner (now the lease owner) takes over a
+ * command its predecessor had acknowledged and never finished. Only a refusal reads again, to
+ * tell a repeated ack (answered with the command) from a state conflict.
+ */
 export async function ackCommand(
   ctx: Ctx,
   commandId: string,
   runnerId: string,
   leaseToken: string | undefined,
 ): Promise<Command> {
-  const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
-    assertLeaseOwner(run, runnerId, leaseToken);
-    if (command.state === 'confirmed' && command.runner_id === runnerId) return command;
-    // A replacement runner (now the lease owner) takes over a command its predecessor had
-    // acknowledged and never finished.
-    const takeover = command.state === 'confirmed' && command.runner_id !== runnerId;
-    if (command.state !== 'accepted' && command.state !== 'delivered' && !takeover) {
-      throw new ServiceError(
-        'state-conflict',
-        `command ${commandId} is ${command.state}; only accepted, delivered or orphaned commands can be acknowledged`,
-        {
-          state: command.state,
-        },
-      );
-    }
-    const confirmed = await updateCommand(trx, commandId, {
-      state: 'confirmed',
-      confirmed_at: new Date(),
-      runner_id: runnerId,
-      delivered_at: command.delivered_at ?? new Date(),
-    });
-    if (run.state === 'claimed' || run.state === 'pending') {
-      await trx
-        .updateTable('runs')
-        .set({ state: 'running', updated_at: sql`now()` } as never)
-        .where('run_id', '=', run.run_id)
-        .execute();
-    }
-    return confirmed;
-  });
-  return toCommand(row);
+  const outcome = await acknowledge(ctx.db, commandId, runnerId, tokenHash(leaseToken ?? ''));
+  if (outcome.kind === 'not-found')
+    throw new ServiceError('not-found', `command ${commandId} not found`);
+  if (outcome.kind === 'lease-conflict') throw leaseConflict(outcome.run);
+  if (outcome.kind === 'acknowledged') return toCommand(outcome.command);
+  const command = await getCommandRow(ctx.db, commandId);
+  if (command.state === 'confirmed' && command.runner_id === runnerId) return toCommand(command);
+  throw new ServiceError(
+    'state-conflict',
+    `command ${commandId} is ${command.state}; only accepted, delivered or orphaned commands can be acknowledged`,
+    { state: command.state },
+  );
 }
 
 /**

@@ -35,7 +35,9 @@ export function assertLeaseOwner(
  * The refusal names neither the holder nor any token: a caller without the lease learns only
  * that it does not hold it, and when the lease runs out.
  */
-export function leaseConflict(run: LeaseFacts): ServiceError {
+export function leaseConflict(
+  run: Pick<LeaseFacts, 'run_id' | 'lease_owner' | 'lease_expires_at'>,
+): ServiceError {
   return new ServiceError(
     'runner-lease-conflict',
     run.lease_owner
