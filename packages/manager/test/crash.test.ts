@@ -41,6 +41,8 @@ describe('crash recovery', { skip }, () => {
     const jobStore = await createTestStore(managerTemplate);
     assert.equal(jobStore.kind, 'postgres');
     const dir = await mkdtemp(join(tmpdir(), 'svc-orphans-'));
+    // Whatever fails, no manager of this test outlives it (a live child keeps the file open).
+    let manager: ChildProcess | undefined;
     try {
       await new LocalSecretStore(join(dir, 'secrets')).put('svc-v01-provider-builtin-a', {
         'auth.json': Buffer.from('{}'),
@@ -63,7 +65,7 @@ describe('crash recovery', { skip }, () => {
       };
       const start = () =>
         spawn(process.execPath, [SERVER], { env, stdio: ['ignore', 'ignore', 'inherit'] });
-      let manager = start();
+      manager = start();
       await waitForHttp(`${base}/health/readiness`);
       const post = async (path: string, body: unknown) =>
         (
@@ -90,8 +92,29 @@ describe('crash recovery', { skip }, () => {
       await writeFile(join(jobDir, 'agent-home', 'auth.json'), JSON.stringify({ key: transient }));
       assert.equal((await findCanariesInTree(jobDir, [transient])).length, 2);
       const pid = Number(String(job.podIdentity).split(':').at(-1));
-      manager.kill('SIGKILL');
-      await new Promise((r) => manager.once('exit', r));
+      // A second local manager on the same database, with its own data directory, starts: the
+      // live job is the first manager's, and stays running and unreported.
+      const otherDir = await mkdtemp(join(tmpdir(), 'svc-orphans-other-'));
+      const otherPort = await freePort();
+      const other = spawn(process.execPath, [SERVER], {
+        env: { ...env, PORT: String(otherPort), SVC_DATA_DIR: otherDir },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      try {
+        await waitForHttp(`http://127.0.0.1:${otherPort}/health/readiness`);
+        const seen = (await (
+          await fetch(`${base}/api/v1/runs/${run.runId}/runner-jobs/${job.runnerJobId}`)
+        ).json()) as any;
+        assert.equal(seen.phase, 'running', JSON.stringify(seen.terminalSummary));
+        assert.ok(alive(pid), "another manager's start left the job running");
+      } finally {
+        other.kill('SIGTERM');
+        await new Promise((r) => other.once('exit', r));
+        await rm(otherDir, { recursive: true, force: true });
+      }
+      const first = manager;
+      first.kill('SIGKILL');
+      await new Promise((r) => first.once('exit', r));
       assert.ok(alive(pid), 'the detached job outlived the killed manager');
       manager = start();
       try {
@@ -108,10 +131,15 @@ describe('crash recovery', { skip }, () => {
         for (const sub of ['secret', 'agent-home', 'home'])
           assert.equal(existsSync(join(jobDir, sub)), false, sub);
       } finally {
-        manager.kill('SIGTERM');
-        await new Promise((r) => manager.once('exit', r));
+        const restarted = manager;
+        restarted.kill('SIGTERM');
+        await new Promise((r) => restarted.once('exit', r));
       }
     } finally {
+      if (manager && manager.exitCode === null && manager.signalCode === null) {
+        manager.kill('SIGKILL');
+        await new Promise((r) => manager!.once('exit', r));
+      }
       await jobStore.drop();
       await rm(dir, { recursive: true, force: true });
     }

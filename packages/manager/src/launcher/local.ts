@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -200,6 +200,9 @@ export class LocalLauncher implements Launcher {
       // A job of an earlier manager process: stop it if it still runs, and say what happened.
       const pid = Number(job.podIdentity?.split(':').at(-1));
       const alive = Number.isInteger(pid) && pid > 0 && isOurRunner(pid, job.jobName);
+      // A live job with no directory under this jobs root was started by another local manager
+      // on the same database (another data directory): it is that manager's to stop, not ours.
+      if (alive && !existsSync(this.#paths(job).dir)) continue;
       if (alive) killGroup(pid, 'SIGKILL');
       stopped.push({ job, alive });
     }
