@@ -57,6 +57,9 @@ async function dispatchScoped(
     if (known) return { kind: 'dispatch', response: await replayAttempt(ctx, deps, taskId, known) };
   }
   const open = await openAttempt(ctx.db, taskId);
+  // The same attemptId committed by a racing dispatch between the two reads is that attempt.
+  if (body.attemptId && open?.attempt_id === body.attemptId)
+    return { kind: 'dispatch', response: await replayAttempt(ctx, deps, taskId, open) };
   checkDispatchable(task, open && !stalled(open, await dbNow(ctx.db)) ? open : undefined);
   const prepared = await prepare(ctx, deps, task, body);
   if (body.dryRun) return { kind: 'plan', plan: await plan(ctx, deps, task, prepared, body) };
