@@ -28,6 +28,7 @@ import { runnerRoutes } from './routes/runner.js';
 import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { followTerminal } from './domain/queue/follow.js';
+import { judgeTurnEnded } from './domain/scheduler/judge.js';
 import { sessionHooks } from './domain/sessions/hooks.js';
 import type { SessionVolumes } from './sessions/volumes.js';
 import { runnerJobRoutes } from './routes/runner-jobs.js';
@@ -100,10 +101,13 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     assertProfileUsable: (profile) =>
       checkProfileOnce(profile, () => assertProfileUsable(deps.secrets, profile)),
     ...sessions,
-    // Sessions and queue tasks both follow a terminal change, in its transaction.
+    // Sessions and queue tasks both follow a terminal change, in its transaction. An ended
+    // attempt may free capacity or need a retry, an ended judge turn decides its task: those
+    // wake the schedulers on commit. A command of no queue task wakes nobody.
     onTerminal: async (trx, change) => {
       await sessions.onTerminal?.(trx, change);
-      await followTerminal(trx, change);
+      if ((await followTerminal(trx, change)) || (await judgeTurnEnded(trx, change)))
+        await deps.store.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
     },
     afterRunCancelled: (runId) =>
       stopJobsOfCancelledRun(
@@ -113,12 +117,6 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
         Math.max(10_000, deps.config.launcher.killGraceMs * 2),
       ),
     ...deps.hooks,
-  };
-  const onTerminal = hooks.onTerminal.bind(hooks);
-  // An ended command or run may free capacity or need a retry: wake the schedulers on commit.
-  hooks.onTerminal = async (trx, change) => {
-    await onTerminal(trx, change);
-    await deps.store.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
   };
   const ctx: Ctx = {
     db: deps.store.db,

@@ -107,21 +107,23 @@ export function taskStateAfter(task: TaskRow, attemptState: string): string {
  * Task outcomes follow their attempt without a refresh: when a command (or a run without a
  * terminal command) of an open attempt reaches a terminal state, the outcome is written in the
  * same transaction as the terminal status, so no reader ever sees one without the other.
+ * Says whether the change was an open attempt's (the scheduler has something to do).
  */
-export async function followTerminal(trx: Tx, change: TerminalChange): Promise<void> {
+export async function followTerminal(trx: Tx, change: TerminalChange): Promise<boolean> {
   const found = await trx
     .selectFrom('queue_attempts')
     .select(['attempt_id', 'task_id'])
     .where(change.commandId ? 'command_id' : 'run_id', '=', change.commandId ?? change.runId)
     .where('state', 'in', ['dispatched', 'running'])
     .executeTakeFirst();
-  if (!found) return;
+  if (!found) return false;
   const task = await lockTask(trx, found.task_id);
   const current = await findAttempt(trx, found.attempt_id);
-  if (!task || !current || task.latest_attempt_id !== current.attempt_id) return;
-  if (TERMINAL.includes(current.state)) return;
+  if (!task || !current || task.latest_attempt_id !== current.attempt_id) return true;
+  if (TERMINAL.includes(current.state)) return true;
   const records = await recordsOf(trx, current);
   await applyOutcome(trx, task.task_id, current, outcomeOf(current, records), records);
+  return true;
 }
 
 export function outcomeOfRow(attempt: AttemptRow): AttemptOutcome {

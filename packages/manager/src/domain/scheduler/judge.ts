@@ -2,7 +2,8 @@ import { isServiceError } from '@svc/contracts';
 import { sql } from 'kysely';
 import { findCommand } from '../../store/commands.js';
 import { isTerminalCommand } from '../commands.js';
-import type { Ctx } from '../context.js';
+import type { Ctx, TerminalChange } from '../context.js';
+import type { Tx } from '../../store/runs.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { runBaseOf } from '../queue/inputs.js';
 import { changeTask, findTask, lockTask } from '../queue/store.js';
@@ -133,6 +134,17 @@ async function startJudges(ctx: Ctx, deps: QueueDeps): Promise<void> {
       });
     }
   }
+}
+
+/** Whether a terminal change ended a judge's turn (its verdict is then the scheduler's to read). */
+export async function judgeTurnEnded(trx: Tx, change: TerminalChange): Promise<boolean> {
+  const open = await trx
+    .selectFrom('queue_judge_runs')
+    .select('judge_run_id')
+    .where('state', '=', 'requested')
+    .where(change.commandId ? 'command_id' : 'run_id', '=', change.commandId ?? change.runId)
+    .executeTakeFirst();
+  return open !== undefined;
 }
 
 async function finishJudges(ctx: Ctx): Promise<void> {
