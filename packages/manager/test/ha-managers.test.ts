@@ -15,6 +15,7 @@ import {
 } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate, runBody } from './helpers.js';
+import { call as httpCall } from './http-call.js';
 
 const skip = (await realPostgresAvailable())
   ? false
@@ -31,19 +32,10 @@ interface Replica {
 /** Every status a runner saw: a drain must never show it a 5xx. */
 const statuses: number[] = [];
 
-async function call(base: string, method: string, path: string, body?: unknown, headers = {}) {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  statuses.push(response.status);
-  const text = await response.text();
-  return {
-    status: response.status,
-    body: text ? JSON.parse(text) : undefined,
-    connection: response.headers.get('connection'),
-  };
+async function call(...args: Parameters<typeof httpCall>) {
+  const answer = await httpCall(...args);
+  statuses.push(answer.status);
+  return answer;
 }
 
 /** A runner holding one run's lease that moves to the next replica when one goes away. */

@@ -16,6 +16,7 @@ import {
 import pg from 'pg';
 import { containerEnv } from './kube-helpers.js';
 import { managerTemplate } from './helpers.js';
+import { call } from './http-call.js';
 
 /**
  * Two manager processes, scheduler on in both, sharing one database and one (fake) Kubernetes
@@ -40,16 +41,6 @@ interface Replica {
   child: ChildProcess;
   url: string;
   exited: Promise<number | null>;
-}
-
-async function call(base: string, method: string, path: string, body?: unknown, headers = {}) {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : undefined, raw: text };
 }
 
 /**

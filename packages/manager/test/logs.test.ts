@@ -15,6 +15,7 @@ import {
 } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate, runBody } from './helpers.js';
+import { call } from './http-call.js';
 
 const skip = (await realPostgresAvailable()) ? false : 'needs a PostgreSQL server';
 const SERVER = join(import.meta.dirname, '../dist/server.js');
@@ -49,16 +50,6 @@ const processes: ReturnType<typeof spawn>[] = [];
 /** Keys named `msg` at any depth of one raw JSON line (JSON.parse would keep only the last). */
 function msgKeyCount(line: string): number {
   return line.match(/(?<!\\)"msg":/g)?.length ?? 0;
-}
-
-async function call(base: string, method: string, path: string, body?: unknown, headers = {}) {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text ? JSON.parse(text) : undefined };
 }
 
 describe('logs people can read', { skip }, () => {
