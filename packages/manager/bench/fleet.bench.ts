@@ -19,15 +19,18 @@ const SECONDS = Number(process.env.BENCH_FLEET_SECONDS ?? 60);
 const RENEW_MS = 10_000;
 const BATCH_MS = 2_000;
 const POLL_WAIT_MS = 25_000;
+const WARMUP_MS = 5_000;
 
 await requirePostgres();
-const manager = await startManagerProcess({ SVC_DB_POOL_SIZE: '20' }, (dataDir) =>
-  new LocalSecretStore(join(dataDir, 'secrets'))
-    .put('svc-v01-provider-builtin-a', {
-      'auth.json': Buffer.from('{}'),
-      'config.toml': Buffer.from(''),
-    })
-    .then(() => undefined),
+const manager = await startManagerProcess(
+  { SVC_DB_POOL_SIZE: process.env.BENCH_FLEET_POOL ?? '20' },
+  (dataDir) =>
+    new LocalSecretStore(join(dataDir, 'secrets'))
+      .put('svc-v01-provider-builtin-a', {
+        'auth.json': Buffer.from('{}'),
+        'config.toml': Buffer.from(''),
+      })
+      .then(() => undefined),
 );
 
 interface Sim {
@@ -124,6 +127,9 @@ try {
 
   const heartbeats: number[] = [];
   const appends: number[] = [];
+  // The first seconds hold the fleet's start: 2,000 first polls, renewals and batches at once.
+  const steadyHeartbeats: number[] = [];
+  const steadyAppends: number[] = [];
   let leasesLost = 0;
   let errors = 0;
   let polls = 0;
@@ -135,6 +141,7 @@ try {
       setTimeout(resolve, Math.max(0, Math.min(ms, deadline - Date.now()))),
     );
   const cpuStart = managerCpuSeconds();
+  const clientCpuStart = process.cpuUsage();
   const wallStart = performance.now();
 
   const runner = async (sim: Sim, i: number) => {
@@ -152,6 +159,7 @@ try {
             sim.token,
           );
           heartbeats.push(performance.now() - started);
+          if (started - wallStart >= WARMUP_MS) steadyHeartbeats.push(performance.now() - started);
           if (r.status !== 200) leasesLost++;
         } catch {
           errors++;
@@ -178,6 +186,7 @@ try {
             sim.token,
           );
           appends.push(performance.now() - started);
+          if (started - wallStart >= WARMUP_MS) steadyAppends.push(performance.now() - started);
           if (r.status >= 300) errors++;
         } catch {
           errors++;
@@ -186,6 +195,7 @@ try {
       }
     };
     const poll = async () => {
+      await sleep((i / RUNNERS) * BATCH_MS);
       while (Date.now() < deadline) {
         try {
           const r = await call(
@@ -211,6 +221,7 @@ try {
   clearInterval(rssTimer);
   const wall = (performance.now() - wallStart) / 1000;
   const cpu = managerCpuSeconds() - cpuStart;
+  const clientCpu = process.cpuUsage(clientCpuStart);
 
   // Every lease must still be held by its runner at the end.
   const held = await pooled(sims.length, 16, async (i) => {
@@ -237,10 +248,26 @@ try {
     `${ms(appends, 50)} / ${ms(appends, 99)}`,
     'target p99 <= 100 ms',
   );
+  out(
+    `  after the first ${WARMUP_MS / 1000} s: heartbeat p50 / p99`,
+    `${ms(steadyHeartbeats, 50)} / ${ms(steadyHeartbeats, 99)}`,
+    'target p99 <= 100 ms',
+  );
+  out(
+    `  after the first ${WARMUP_MS / 1000} s: append p50 / p99`,
+    `${ms(steadyAppends, 50)} / ${ms(steadyAppends, 99)}`,
+    'target p99 <= 100 ms',
+  );
   out('events appended per second', `${((appends.length * 10) / wall).toFixed(0)} ev/s`);
   out('long-polls answered (timeouts and aborts aside), errors', `${polls}, ${errors}`);
   out('manager RSS now / peak', `${manager.rssMb().toFixed(0)} / ${peakRss.toFixed(0)} MB`);
   out('manager CPU (user + system) over the run', `${((cpu / wall) * 100).toFixed(0)} % of a core`);
+  // The simulated fleet shares the machine: when this client is near a full core, the latencies
+  // above include its own queueing, not only the manager's.
+  out(
+    'simulated fleet (this client) CPU over the run',
+    `${(((clientCpu.user + clientCpu.system) / 1e6 / wall) * 100).toFixed(0)} % of a core`,
+  );
 } catch (error) {
   console.error(error);
   process.exitCode = 1;

@@ -6,7 +6,11 @@ import {
   type EventInput,
   type EventPage,
 } from '@svc/contracts';
+import { appendFresh } from '../store/append-fresh.js';
 import { commandIdsOfRun, pageEvents, type NewEvent } from '../store/events.js';
+import { eventsWakeKey } from '../store/wakeups.js';
+import { eventsAppended } from '../metrics/registry.js';
+import { tokenHash } from './caller-tokens.js';
 import type { Ctx } from './context.js';
 import { boundEventData } from './event-bounds.js';
 import type { RunRow, Tx } from '../store/runs.js';
@@ -26,11 +30,25 @@ export async function appendEvents(
   leaseToken: string | undefined,
 ): Promise<EventAppendResponse> {
   const events = runnerEvents(body.events);
-  const result = await ctx.db.transaction().execute(async (trx) => {
-    const run = await lockRunOrThrow(trx, runId);
-    assertLeaseOwner(run, body.runnerId, leaseToken);
-    return writeRunnerEvents(trx, run, events);
-  });
+  // The plain batch (lease held, new keys, the run's commands) is one call and one commit;
+  // anything else takes the general path below, which explains a refusal or returns the seqs
+  // a retried batch was given.
+  const first = await appendFresh(
+    ctx.db,
+    runId,
+    body.runnerId,
+    leaseToken === undefined ? null : tokenHash(leaseToken),
+    events,
+    eventsWakeKey(runId),
+  );
+  const result =
+    first !== null
+      ? freshlyWritten(events, first)
+      : await ctx.db.transaction().execute(async (trx) => {
+          const run = await lockRunOrThrow(trx, runId);
+          assertLeaseOwner(run, body.runnerId, leaseToken);
+          return writeRunnerEvents(trx, run, events);
+        });
   return {
     runId,
     appended: result.written.filter((w) => !w.duplicate).length,
@@ -43,6 +61,16 @@ export async function appendEvents(
       duplicate: w.duplicate,
     })),
   };
+}
+
+function freshlyWritten(events: readonly NewEvent[], first: number) {
+  eventsAppended.inc(events.length);
+  const written: Written[] = events.map((e, i) => ({
+    key: e.key,
+    seq: first + i,
+    duplicate: false,
+  }));
+  return { written, lastSeq: first + events.length - 1 };
 }
 
 /**

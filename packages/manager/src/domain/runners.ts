@@ -16,7 +16,7 @@ import { pollPage, type PollPage } from '../store/command-poll.js';
 import { expireCommands } from './command-expiry.js';
 import { iso, isoRequired, json } from '../store/json.js';
 import { dbNow, type RunRow } from '../store/runs.js';
-import { runWakeKey } from '../store/wakeups.js';
+import { runWakeKey, type WaitEnd } from '../store/wakeups.js';
 import { leaseClaims, leaseExpiries, leaseTakeovers } from '../metrics/registry.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
@@ -246,6 +246,16 @@ export async function heartbeat(
  * cancel) up to that bound: the runner reacts within milliseconds without hammering the store.
  * Each read is one statement (pollPage): lease, page, delivery and control signals together.
  */
+/**
+ * Long-polls that began together (a fleet after a manager restart, runners started in one
+ * wave) would all time out together and come back as one burst of reads, every round. Each
+ * wait of a second or more ends at a random point in its second half instead, so the fleet's
+ * polls drift apart within a few rounds; an empty answer before `waitMs` is within its contract.
+ */
+function spreadWait(waitMs: number): number {
+  return waitMs < 1000 ? waitMs : Math.round(waitMs * (0.5 + 0.5 * Math.random()));
+}
+
 export async function pollCommands(
   ctx: Ctx,
   runId: string,
@@ -255,7 +265,7 @@ export async function pollCommands(
 ): Promise<PollResponse> {
   const afterSeq = query.afterSeq ?? 0;
   const limit = query.limit ?? 20;
-  const waitMs = Math.min(query.waitMs ?? 0, ctx.config.pollWaitMaxMs);
+  const waitMs = spreadWait(Math.min(query.waitMs ?? 0, ctx.config.pollWaitMaxMs));
   const deliverTo = query.runnerId
     ? { runnerId: query.runnerId, tokenHash: tokenHash(leaseToken ?? '') }
     : null;
@@ -273,7 +283,9 @@ export async function pollCommands(
   const abort = () => stop.abort();
   signal?.addEventListener('abort', abort, { once: true });
   const wake =
-    waitMs > 0 ? ctx.wakeups.wait(runWakeKey(runId), waitMs, stop.signal) : Promise.resolve();
+    waitMs > 0
+      ? ctx.wakeups.wait(runWakeKey(runId), waitMs, stop.signal)
+      : Promise.resolve<WaitEnd>('timeout');
   let page;
   try {
     page = await read();
@@ -282,9 +294,11 @@ export async function pollCommands(
       page.run.cancel_requested_at === null &&
       !isTerminalRun(page.run.state);
     if (idle && waitMs > 0) {
-      // Any wake-up (new command, cancel) ends the wait: the runner re-polls with fresh signals.
-      await wake;
-      page = await read();
+      // Any wake-up (new command, cancel) ends the wait with a fresh read. A wait that simply
+      // ran out answers the page it has: nothing woke it, and the runner's next poll, which
+      // follows at once, reads anyway (a lost wake-up costs no more than before). A fleet's
+      // timed-out polls then cost one read each, not two.
+      if ((await wake) !== 'timeout') page = await read();
     }
   } finally {
     stop.abort();

@@ -63,23 +63,29 @@ export class Wakeups {
    * Resolves on a wake-up for `key`, after `timeoutMs`, or on abort; never rejects. Subscribe
    * before reading the state waited on, so a change committed in between still wakes.
    */
-  wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<void> {
-    if (this.#released) return Promise.resolve();
+  wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitEnd> {
+    if (this.#released) return Promise.resolve('released');
     return new Promise((resolve) => {
-      const done = () => {
+      const end = (why: WaitEnd) => () => {
         clearTimeout(timer);
-        this.#emitter.off(key, done);
-        signal?.removeEventListener('abort', done);
-        this.#waiting.delete(done);
-        resolve();
+        this.#emitter.off(key, woken);
+        signal?.removeEventListener('abort', aborted);
+        this.#waiting.delete(released);
+        resolve(why);
       };
-      this.#waiting.add(done);
-      const timer = setTimeout(done, timeoutMs);
-      this.#emitter.on(key, done);
-      signal?.addEventListener('abort', done, { once: true });
+      const woken = end('woken');
+      const aborted = end('aborted');
+      const released = end('released');
+      this.#waiting.add(released);
+      const timer = setTimeout(end('timeout'), timeoutMs);
+      this.#emitter.on(key, woken);
+      signal?.addEventListener('abort', aborted, { once: true });
     });
   }
 }
+
+/** Why a wait ended: a wake-up for its key, its time, its caller's abort, or a drain. */
+export type WaitEnd = 'woken' | 'timeout' | 'aborted' | 'released';
 
 export const WAKE_CHANNEL = 'svc_wake';
 
