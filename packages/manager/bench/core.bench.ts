@@ -5,23 +5,21 @@
  * ratio), single append p50/p99, result envelope time on a 100,000-event run, an events page at
  * seq 900,000 of 1,000,000, runs created per second, and the manager's RSS.
  */
-import { join } from 'node:path';
 import pg from 'pg';
-import { LocalSecretStore } from '../src/index.js';
 import { runBody } from '../test/helpers.js';
-import { call as request, out, pct, requirePostgres, startManagerProcess } from './support.js';
+import {
+  call as request,
+  out,
+  pct,
+  requirePostgres,
+  startManagerProcess,
+  withBuiltinProfile,
+} from './support.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 
 await requirePostgres();
-const manager = await startManagerProcess({ SVC_DB_POOL_SIZE: '16' }, (dataDir) =>
-  new LocalSecretStore(join(dataDir, 'secrets'))
-    .put('svc-v01-provider-builtin-a', {
-      'auth.json': Buffer.from('{}'),
-      'config.toml': Buffer.from(''),
-    })
-    .then(() => undefined),
-);
+const manager = await startManagerProcess({ SVC_DB_POOL_SIZE: '16' }, withBuiltinProfile);
 const pool = new pg.Pool({ connectionString: manager.url, max: 10 });
 /** Lease tokens by run: a runner sends its claim's token on every runner-facing call. */
 const tokens = new Map<string, string>();

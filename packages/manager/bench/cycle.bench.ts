@@ -9,14 +9,19 @@
  * - database commits per command cycle (pg_stat_database.xact_commit deltas).
  * The whole turn through manager and runner is measured by runner.bench.ts.
  */
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { makeWorkerUtils, run, runMigrations } from 'graphile-worker';
 import { testServerUrl, withDatabase } from '@svc/testkit';
-import { LocalSecretStore } from '../src/index.js';
 import { runBody } from '../test/helpers.js';
-import { call as request, out, pct, requirePostgres, startManagerProcess } from './support.js';
+import {
+  call as request,
+  out,
+  pct,
+  requirePostgres,
+  startManagerProcess,
+  withBuiltinProfile,
+} from './support.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const RUNNERS = 8;
@@ -96,14 +101,7 @@ async function graphileFigures(): Promise<{ jobsPerSecond: number; startP50: num
 const quietLogger = new (await import('graphile-worker')).Logger(() => () => undefined);
 
 // --- the manager ---------------------------------------------------------------------------
-const manager = await startManagerProcess({ SVC_DB_POOL_SIZE: '16' }, (dataDir) =>
-  new LocalSecretStore(join(dataDir, 'secrets'))
-    .put('svc-v01-provider-builtin-a', {
-      'auth.json': Buffer.from('{}'),
-      'config.toml': Buffer.from(''),
-    })
-    .then(() => undefined),
-);
+const manager = await startManagerProcess({ SVC_DB_POOL_SIZE: '16' }, withBuiltinProfile);
 const pool = new pg.Pool({ connectionString: manager.url, max: 2 });
 const dbName = new URL(manager.url).pathname.slice(1);
 const commits = async () =>

@@ -9,10 +9,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { join } from 'node:path';
-import { LocalSecretStore } from '../src/index.js';
 import { runBody } from '../test/helpers.js';
-import { out, pct, requirePostgres, startManagerProcess } from './support.js';
+import { out, pct, requirePostgres, startManagerProcess, withBuiltinProfile } from './support.js';
 
 const RUNNERS = Number(process.env.BENCH_FLEET_RUNNERS ?? 2_000);
 const SECONDS = Number(process.env.BENCH_FLEET_SECONDS ?? 60);
@@ -24,13 +22,7 @@ const WARMUP_MS = 5_000;
 await requirePostgres();
 const manager = await startManagerProcess(
   { SVC_DB_POOL_SIZE: process.env.BENCH_FLEET_POOL ?? '20' },
-  (dataDir) =>
-    new LocalSecretStore(join(dataDir, 'secrets'))
-      .put('svc-v01-provider-builtin-a', {
-        'auth.json': Buffer.from('{}'),
-        'config.toml': Buffer.from(''),
-      })
-      .then(() => undefined),
+  withBuiltinProfile,
 );
 
 interface Sim {

@@ -10,11 +10,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
-import { LocalSecretStore } from '../src/index.js';
 import { runBody } from '../test/helpers.js';
-import { out, pct, requirePostgres, startManagerProcess } from './support.js';
+import { out, pct, requirePostgres, startManagerProcess, withBuiltinProfile } from './support.js';
 
 const TASKS = Number(process.env.BENCH_QUEUE_TASKS ?? 100_000);
 const APPENDERS = Number(process.env.BENCH_APPENDERS ?? 8);
@@ -23,13 +21,7 @@ const BATCH_EVERY_MS = 50;
 await requirePostgres();
 const manager = await startManagerProcess(
   { SVC_DB_POOL_SIZE: '16', LOG_LEVEL: process.env.HR_LOG ?? 'warn' },
-  (dataDir) =>
-    new LocalSecretStore(join(dataDir, 'secrets'))
-      .put('svc-v01-provider-builtin-a', {
-        'auth.json': Buffer.from('{}'),
-        'config.toml': Buffer.from(''),
-      })
-      .then(() => undefined),
+  withBuiltinProfile,
 );
 const pool = new pg.Pool({ connectionString: manager.url, max: 4 });
 manager.process.once('exit', (code, signal) =>

@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestStore, freePort, testServerUrl, waitForHttp } from '@svc/testkit';
+import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate } from '../test/helpers.js';
 
 /** Shared pieces of the manager benchmarks: percentiles, aligned output, a manager process. */
@@ -94,4 +95,12 @@ export async function call(
   if (!response.ok)
     throw new Error(`${method} ${path}: ${response.status} ${JSON.stringify(json)}`);
   return json;
+}
+
+/** A start hook for startManagerProcess: builtin-a configured (empty values) in the data dir. */
+export async function withBuiltinProfile(dataDir: string): Promise<void> {
+  await new LocalSecretStore(join(dataDir, 'secrets')).put('svc-v01-provider-builtin-a', {
+    'auth.json': Buffer.from('{}'),
+    'config.toml': Buffer.from(''),
+  });
 }

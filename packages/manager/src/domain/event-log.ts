@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { existingKeys, type NewEvent } from '../store/events.js';
-import { json } from '../store/json.js';
+import { eventBatch } from '../store/event-batch.js';
 import type { RunRow, Tx } from '../store/runs.js';
 import { eventsWakeKey, WAKE_CHANNEL } from '../store/wakeups.js';
 import { eventsAppended } from '../metrics/registry.js';
@@ -38,28 +38,11 @@ export async function writeEvents(
   }
   if (fresh.length === 0) return { written, lastSeq: run.last_seq };
   const lastSeq = run.last_seq + fresh.length;
-  await appendRows(trx, run.run_id, run.last_seq + 1, fresh, perCommand(fresh, run.last_seq + 1));
+  await appendRows(trx, run.run_id, run.last_seq + 1, fresh);
   // Counted before the commit: a rolled-back append may be counted, which a rate tolerates.
   eventsAppended.inc(fresh.length);
   run.last_seq = lastSeq; // the caller's row stays current for further writes in this transaction
   return { written, lastSeq };
-}
-
-/** Per-command counters, so a result never counts a turn's events row by row. */
-function perCommand(fresh: NewEvent[], firstSeq: number) {
-  const counts = new Map<string, { command_id: string; count: number; last: number }>();
-  fresh.forEach((event, i) => {
-    if (event.commandId === null) return;
-    const entry = counts.get(event.commandId) ?? {
-      command_id: event.commandId,
-      count: 0,
-      last: 0,
-    };
-    entry.count += 1;
-    entry.last = firstSeq + i;
-    counts.set(event.commandId, entry);
-  });
-  return [...counts.values()];
 }
 
 /**
@@ -72,30 +55,25 @@ async function appendRows(
   runId: string,
   firstSeq: number,
   fresh: NewEvent[],
-  counts: { command_id: string; count: number; last: number }[],
 ): Promise<void> {
-  const rows = fresh.map((e, i) => ({
-    seq: firstSeq + i,
-    command_id: e.commandId,
-    category: e.category,
-    name: e.name,
-    event_key: e.key,
-    observed_at: e.observedAt.toISOString(),
-    data: e.data,
-  }));
+  const batch = eventBatch(fresh);
+  const before = firstSeq - 1;
   await sql`
     WITH inserted AS (
       INSERT INTO events (run_id, seq, command_id, category, name, event_key, observed_at, data)
-      SELECT ${runId}, x.seq, x.command_id, x.category, x.name, x.event_key, x.observed_at, x.data
-      FROM jsonb_to_recordset(${json(rows)}::jsonb) AS x(seq integer, command_id text,
+      SELECT ${runId}, ${before} + x.i, x.command_id, x.category, x.name, x.event_key,
+        x.observed_at, x.data
+      FROM jsonb_to_recordset(${batch.rows}::jsonb) AS x(i integer, command_id text,
         category text, name text, event_key text, observed_at timestamptz, data jsonb)
       RETURNING 1
     ), moved AS (
-      UPDATE runs SET last_seq = ${firstSeq + fresh.length - 1}, updated_at = now()
+      UPDATE runs SET last_seq = ${before + fresh.length}, updated_at = now()
       WHERE run_id = ${runId} RETURNING 1
     ), counted AS (
-      UPDATE commands c SET event_count = c.event_count + v.count, last_event_seq = v.last
-      FROM jsonb_to_recordset(${json(counts)}::jsonb) AS v(command_id text, count integer, last integer)
+      UPDATE commands c SET event_count = c.event_count + v.count,
+        last_event_seq = ${before} + v.last_i
+      FROM jsonb_to_recordset(${batch.counts}::jsonb) AS v(command_id text, count integer,
+        last_i integer)
       WHERE c.command_id = v.command_id RETURNING 1
     )
     SELECT pg_notify(${WAKE_CHANNEL}, ${eventsWakeKey(runId)})`.execute(trx);
