@@ -12,7 +12,14 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import pg from 'pg';
 import { runBody } from '../test/helpers.js';
-import { out, pct, requirePostgres, startManagerProcess, withBuiltinProfile } from './support.js';
+import {
+  out,
+  pct,
+  requirePostgres,
+  startManagerProcess,
+  seedBigTurn,
+  withBuiltinProfile,
+} from './support.js';
 
 const TASKS = Number(process.env.BENCH_QUEUE_TASKS ?? 100_000);
 const APPENDERS = Number(process.env.BENCH_APPENDERS ?? 8);
@@ -59,65 +66,7 @@ async function claimedRun(runnerId: string): Promise<string> {
   return run.runId as string;
 }
 
-/** A 100,000-event turn seeded in SQL (a realistic mix), its final reply and terminal by API. */
-async function bigTurn(): Promise<string> {
-  const big = await claimedRun('rnr-readsbig');
-  const turn = await call('POST', `/api/v1/runs/${big}/commands`, {
-    type: 'turn',
-    payload: { prompt: 'long task' },
-  });
-  await call('GET', `/api/v1/runs/${big}/commands?runnerId=rnr-readsbig`, undefined, big);
-  await call('POST', `/api/v1/commands/${turn.commandId}/ack`, { runnerId: 'rnr-readsbig' }, big);
-  const { rows } = await pool.query('SELECT last_seq FROM runs WHERE run_id = $1', [big]);
-  const start = Number(rows[0].last_seq);
-  await pool.query(
-    `INSERT INTO events (run_id, seq, command_id, category, name, event_key, observed_at, data)
-     SELECT $1, $2 + g, $3,
-       (ARRAY['assistant_message','tool_call','tool_call','command_output','backend_status'])[1 + g % 5],
-       'seeded', 'seed-' || g, now(),
-       CASE g % 5
-         WHEN 0 THEN jsonb_build_object('itemId', 'msg-' || g, 'text', 'progress note ' || g, 'final', false)
-         WHEN 1 THEN jsonb_build_object('itemId', 'tool-' || (g / 5), 'status', 'started', 'toolName', 'shell', 'type', 'commandExecution', 'command', 'make test')
-         WHEN 2 THEN jsonb_build_object('itemId', 'tool-' || (g / 5), 'status', 'completed', 'exitCode', g % 3, 'toolName', 'shell', 'type', 'commandExecution', 'command', 'make test')
-         WHEN 3 THEN jsonb_build_object('itemId', 'tool-' || (g / 5), 'text', repeat('x', 200), 'originalBytes', 4096, 'keptBytes', 200, 'outputTruncated', true)
-         ELSE jsonb_build_object('tokens', g)
-       END
-     FROM generate_series(1, 99998) g`,
-    [big, start, turn.commandId],
-  );
-  await pool.query('UPDATE runs SET last_seq = $2 WHERE run_id = $1', [big, start + 99_998]);
-  // The event log keeps per-command counters in the append transaction; seeding by SQL does too.
-  await pool.query(
-    'UPDATE commands SET event_count = event_count + 99998, last_event_seq = $2 WHERE command_id = $1',
-    [turn.commandId, start + 99_998],
-  );
-  await call(
-    'POST',
-    `/api/v1/runs/${big}/events`,
-    {
-      runnerId: 'rnr-readsbig',
-      events: [
-        {
-          key: 'final',
-          commandId: turn.commandId,
-          category: 'assistant_message',
-          data: { itemId: 'final', text: 'all done', final: true, replyAuthority: true },
-        },
-      ],
-    },
-    big,
-  );
-  await call(
-    'PATCH',
-    `/api/v1/commands/${turn.commandId}/status`,
-    {
-      runnerId: 'rnr-readsbig',
-      state: 'completed',
-    },
-    big,
-  );
-  return big;
-}
+const bigTurn = () => seedBigTurn(pool, { call, claimedRun }, 'rnr-readsbig');
 
 async function hugeRun(): Promise<string> {
   const huge = await claimedRun('rnr-readshuge');
