@@ -44,6 +44,22 @@ async function failure(promise: Promise<unknown>, action: string): Promise<Servi
 }
 
 describe('Kubernetes client discipline', () => {
+  it('keeps connections to the API server open across calls', async () => {
+    const kube = apis();
+    for (let i = 0; i < 5; i++)
+      await kube.core.createNamespacedSecret({
+        namespace: NS,
+        body: { metadata: { name: `reuse-${i}`, namespace: NS }, data: { a: 'YQ==' } },
+      });
+    await Promise.all(
+      Array.from({ length: 4 }, () => kube.batch.listNamespacedJob({ namespace: NS })),
+    );
+    const ports = new Set(fake.requests.map((r) => r.clientPort));
+    assert.equal(fake.requests.length, 9);
+    // Sequential calls ride one connection; four at once need at most four.
+    assert.ok(ports.size <= 4, `${ports.size} connections for 9 calls`);
+  });
+
   it('gives up on an API server that hangs: each try times out, tries are bounded', async () => {
     fake.hangNext('GET', 'jobs', 3);
     const started = Date.now();

@@ -36,6 +36,8 @@ export interface KubeRequest {
   body: unknown;
   /** The body exactly as sent. */
   raw: string;
+  /** The client's port: requests on one kept-alive connection share it. */
+  clientPort: number;
 }
 
 export interface FakeKubeOptions {
@@ -240,6 +242,7 @@ export class FakeKube {
     }
     const method = req.method ?? 'GET';
     this.requests.push({
+      clientPort: req.socket.remotePort ?? 0,
       method,
       path: url.pathname,
       query: Object.fromEntries(url.searchParams),

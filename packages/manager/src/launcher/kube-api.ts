@@ -10,6 +10,8 @@ import {
   type ResponseContext,
 } from '@kubernetes/client-node';
 import { ServiceError } from '@svc/contracts';
+import http from 'node:http';
+import https from 'node:https';
 
 /** How the manager reaches the Kubernetes API (config: SVC_KUBE_API_URL, else the default). */
 export interface KubeConnection {
@@ -30,6 +32,8 @@ export interface KubeApis {
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_RETRIES = 3;
+/** Concurrent connections to the API server per transport (the launch pool is 32 wide). */
+const AGENT_MAX_SOCKETS = 64;
 const BACKOFF_BASE_MS = 200;
 const BACKOFF_MAX_MS = 3_000;
 
@@ -62,6 +66,7 @@ export function createKubeApis(connection: KubeConnection): KubeApis {
       {
         pre: (context: RequestContext) => {
           context.setSignal(AbortSignal.timeout(timeoutMs));
+          reuseConnections(context);
           return Promise.resolve(context);
         },
         post: (context: ResponseContext) => Promise.resolve(context),
@@ -74,6 +79,45 @@ export function createKubeApis(connection: KubeConnection): KubeApis {
     batch: disciplined(new BatchV1Api(configuration), retries),
     watch: new Watch(kc),
   };
+}
+
+/**
+ * The client builds a new connection agent for every request (a TCP connect, and in a cluster
+ * a TLS handshake, per API call). Requests with the same transport settings share one
+ * keep-alive agent instead; the credentials travel in headers, set per request as before.
+ */
+const sharedAgents = new Map<string, http.Agent>();
+
+function reuseConnections(context: RequestContext): void {
+  const fresh = context.getAgent();
+  // Proxy agents keep their own pooling; only the plain agents the client makes are replaced.
+  if (!fresh || (fresh.constructor !== http.Agent && fresh.constructor !== https.Agent)) return;
+  const options = (fresh as http.Agent & { options: https.AgentOptions }).options;
+  const tls = fresh instanceof https.Agent;
+  const key = JSON.stringify([
+    tls,
+    material(options.ca),
+    material(options.cert),
+    material(options.key),
+    options.rejectUnauthorized ?? null,
+    options.servername ?? null,
+  ]);
+  let agent = sharedAgents.get(key);
+  if (!agent) {
+    const shared = { ...options, keepAlive: true, maxSockets: AGENT_MAX_SOCKETS };
+    agent = tls ? new https.Agent(shared) : new http.Agent(shared);
+    sharedAgents.set(key, agent);
+  }
+  context.setAgent(agent);
+}
+
+/** TLS material (PEM text, buffers, or lists of them) as a key part. */
+function material(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value === 'string') return value;
+  if (Buffer.isBuffer(value)) return value.toString('latin1');
+  if (Array.isArray(value)) return value.map(material).join('\n');
+  return JSON.stringify(value);
 }
 
 /**
