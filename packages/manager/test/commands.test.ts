@@ -247,6 +247,35 @@ describe('commands', () => {
     );
   });
 
+  it("records a turn's thread and turn ids only for the lease owner of an acknowledged command", async () => {
+    const runId = await newRun();
+    const created = await turn(runId);
+    const id = created.body.commandId;
+    const owner = new TestRunner(t, 'rnr-progress', runId);
+    const stranger = new TestRunner(t, 'rnr-progres2', runId);
+    await owner.claim();
+    await owner.poll();
+    const early = await owner.finish(id, 'running', { threadId: 'thr-early' });
+    assert.equal(early.status, 409, 'progress before the ack is refused');
+    assert.equal(early.body.failureKind, 'state-conflict');
+    await owner.ack(id);
+    const foreign = await stranger.finish(id, 'running', { threadId: 'thr-foreign' });
+    assert.equal(foreign.body.failureKind, 'runner-lease-conflict');
+    const progress = await owner.finish(id, 'running', { threadId: 'thr-1', turnId: 'turn-1' });
+    assert.equal(progress.status, 200, progress.raw);
+    assert.equal(progress.body.state, 'confirmed');
+    assert.equal(progress.body.threadId, 'thr-1');
+    assert.equal(progress.body.turnId, 'turn-1');
+    const again = await owner.finish(id, 'running', { turnId: 'turn-2' });
+    assert.equal(again.body.threadId, 'thr-1', 'an id not sent is kept');
+    assert.equal(again.body.turnId, 'turn-2');
+    assert.equal((await owner.finish(id, 'completed')).body.state, 'completed');
+    const late = await owner.finish(id, 'running', { threadId: 'thr-late' });
+    assert.equal(late.status, 200, 'a late report answers the terminal command');
+    assert.equal(late.body.state, 'completed');
+    assert.equal(late.body.threadId, 'thr-1', 'and changes nothing');
+  });
+
   it('records failed and blocked outcomes with registered failure kinds only', async () => {
     const runId = await newRun();
     const a = await turn(runId, 'a');

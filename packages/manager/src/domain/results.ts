@@ -41,10 +41,22 @@ export async function buildResult(
   runId: string,
   options: { commandId?: string; afterSeq?: number },
 ): Promise<ResultEnvelope> {
-  await expireCommands(ctx, runId);
-  const run = await getRunRow(ctx, runId);
-  const command = options.commandId
-    ? await getCommandRow(ctx.db, options.commandId, runId)
+  // The expiry probe and the first reads go out together (one round trip of wait, not three);
+  // in the rare case something expired, the run and command are read again after it.
+  const read = async () => {
+    const [run, named] = await Promise.allSettled([
+      getRunRow(ctx, runId),
+      options.commandId ? getCommandRow(ctx.db, options.commandId, runId) : undefined,
+    ]);
+    // An unknown run is reported as such, whichever read failed first.
+    if (run.status === 'rejected') throw run.reason;
+    if (named.status === 'rejected') throw named.reason;
+    return [run.value, named.value] as const;
+  };
+  const [expired, first] = await Promise.all([expireCommands(ctx, runId), read()]);
+  const [run, named] = expired > 0 ? await read() : first;
+  const command = named
+    ? named
     : run.latest_command_id
       ? await getCommandRow(ctx.db, run.latest_command_id, runId)
       : null;

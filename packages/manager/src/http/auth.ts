@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '@svc/contracts';
 import { RUNNER_TOKEN_PREFIX } from '../domain/caller-tokens.js';
-import { findRunnerCaller, runOfPath, type RunnerCaller } from '../domain/runner-callers.js';
+import { findRunnerCaller, type RunnerCaller } from '../domain/runner-callers.js';
 import type { Db } from '../store/db.js';
 
 /** Who is calling: an operator (API key) or one runner Job (its own token). */
@@ -63,10 +63,14 @@ export function installAuth(scope: FastifyInstance, settings: AuthSettings): voi
   scope.addHook('onRequest', async (request) => {
     const token = bearer(request.headers.authorization);
     if (token?.startsWith(RUNNER_TOKEN_PREFIX)) {
-      const caller = await findRunnerCaller(settings.db, token);
-      if (!caller) throw new ServiceError('auth-failed', 'runner token unknown or expired');
-      request.caller = caller;
-      await assertRunnerMayCall(settings.db, request, caller, false);
+      const found = await findRunnerCaller(
+        settings.db,
+        token,
+        request.params as Record<string, unknown>,
+      );
+      if (!found) throw new ServiceError('auth-failed', 'runner token unknown or expired');
+      request.caller = found.caller;
+      assertRunnerPath(request, found.caller, found.pathRunId);
       return;
     }
     const refused = operatorKey(token);
@@ -75,9 +79,14 @@ export function installAuth(scope: FastifyInstance, settings: AuthSettings): voi
   });
 
   // A runner route that names its run only in the body (register) is checked once it is parsed.
-  scope.addHook('preHandler', async (request) => {
+  scope.addHook('preHandler', (request, _reply, done) => {
     const caller = request.caller;
-    if (caller?.kind === 'runner') await assertRunnerMayCall(settings.db, request, caller, true);
+    try {
+      if (caller?.kind === 'runner') assertRunnerBody(request, caller);
+      done();
+    } catch (error) {
+      done(error as Error);
+    }
   });
 }
 
@@ -93,27 +102,28 @@ const matchedByPath = new WeakSet<FastifyRequest>();
 
 /**
  * A runner token: runner routes only, only about its own run, only as its own runner. The path
- * is checked before the body is read; a run named only in the body (register) afterwards.
+ * is checked before the body is read (`pathRunId`: the run the path names, read with the
+ * caller); a run named only in the body (register) afterwards, by `assertRunnerBody`.
  */
-async function assertRunnerMayCall(
-  db: Db,
+function assertRunnerPath(
   request: FastifyRequest,
   caller: RunnerCaller,
-  bodyParsed: boolean,
-): Promise<void> {
+  pathRunId: string | null | undefined,
+): void {
   if (request.routeOptions.config.access !== 'runner')
     throw new ServiceError('tenant-policy-denied', 'a runner token may call runner routes only');
-  if (!bodyParsed) {
-    const params = request.params as Record<string, unknown>;
-    const sessionId = params['sessionId'];
-    if (sessionId !== undefined && (caller.sessionId === null || sessionId !== caller.sessionId))
-      throw notItsRun();
-    const runId = sessionId !== undefined ? caller.runId : await runOfPath(db, params);
-    if (runId === undefined) return;
-    if (runId !== caller.runId) throw notItsRun();
-    matchedByPath.add(request);
-    return;
-  }
+  const params = request.params as Record<string, unknown>;
+  const sessionId = params['sessionId'];
+  if (sessionId !== undefined && (caller.sessionId === null || sessionId !== caller.sessionId))
+    throw notItsRun();
+  const runId = sessionId !== undefined ? caller.runId : pathRunId;
+  if (runId === undefined) return;
+  if (runId !== caller.runId) throw notItsRun();
+  matchedByPath.add(request);
+}
+
+/** The body and query of a runner's request: its own run, runner and job only. */
+function assertRunnerBody(request: FastifyRequest, caller: RunnerCaller): void {
   const body = (request.body ?? {}) as Record<string, unknown>;
   const query = (request.query ?? {}) as Record<string, unknown>;
   if (!matchedByPath.has(request) && body['runId'] !== caller.runId) throw notItsRun();

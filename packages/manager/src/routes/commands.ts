@@ -8,6 +8,7 @@ import {
 import { cancelCommand, createCommand, getCommand } from '../domain/commands.js';
 import type { Ctx } from '../domain/context.js';
 import { waitForResult } from '../domain/waits.js';
+import { runWakeKey } from '../store/wakeups.js';
 import {
   clientGone,
   CommandParams,
@@ -29,6 +30,9 @@ export function commandRoutes(app: App, ctx: Ctx): void {
     },
     async (request, reply) => {
       const { command, created } = await createCommand(ctx, request.params.runId, request.body);
+      // Committed: this process's long-polls of the run (its runner's) wake now, not when the
+      // NOTIFY sent by the creating transaction comes back (other replicas still get it).
+      if (created) ctx.wakeups.committed(runWakeKey(command.runId));
       // 200 tells an idempotent retry apart from a first creation.
       return reply.code(created ? 201 : 200).send(command);
     },

@@ -12,13 +12,16 @@ import {
   RunnerRegisterBody,
   RunnerRegistration,
   RunStatusBody,
+  TERMINAL_COMMAND_STATES,
 } from '@svc/contracts';
 import { ackCommand, reportCommandStatus } from '../domain/commands.js';
+import { recordProgressAtOnce } from '../domain/command-progress.js';
 import type { Ctx } from '../domain/context.js';
 import { reportRunStatus } from '../domain/run-status.js';
 import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runners.js';
 import { ROUTINE } from '../http/request-log.js';
 import { openWaits } from '../metrics/registry.js';
+import { eventsWakeKey } from '../store/wakeups.js';
 import {
   clientGone,
   CommandParams,
@@ -120,7 +123,17 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
         response: { 200: Command, ...errors },
       },
     },
-    async (request) =>
-      reportCommandStatus(ctx, request.params.commandId, request.body, leaseTokenOf(request)),
+    async (request) => {
+      const { commandId } = request.params;
+      const leaseToken = leaseTokenOf(request);
+      const progress = await recordProgressAtOnce(ctx, commandId, request.body, leaseToken);
+      if (progress) return progress;
+      const command = await reportCommandStatus(ctx, commandId, request.body, leaseToken);
+      // Committed: this process's result long-polls of the run read the terminal state now,
+      // not when the NOTIFY of its events comes back (other replicas still get that NOTIFY).
+      if (TERMINAL_COMMAND_STATES.includes(command.state))
+        ctx.wakeups.committed(eventsWakeKey(command.runId));
+      return command;
+    },
   );
 }

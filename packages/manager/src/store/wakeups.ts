@@ -40,6 +40,17 @@ export class Wakeups {
     await wakeOnCommit(trx, key);
   }
 
+  /**
+   * Wake this process's waiters of `key` right after a transaction that sends that wake-up
+   * on commit (NOTIFY) has committed: they need not wait for the NOTIFY to come back through
+   * PostgreSQL. The NOTIFY still reaches the other replicas, and this one a moment later, as
+   * a second wake-up; a waiter ends at its first one, so the echo only makes a poll that
+   * began in between read once more (wake-ups carry no data).
+   */
+  committed(key: string): void {
+    this.#emitter.emit(key);
+  }
+
   /** Deliver a wake-up that came from another replica. */
   deliver(key: string): void {
     this.#emitter.emit(key);
