@@ -60,10 +60,29 @@ export async function checkRunStorage(
   runId: string,
 ): Promise<void> {
   if (trustedRunSession(runId)) return;
+  const sessionId = await sessionOfRun(db, runId);
+  if (sessionId) await checkSessionStorage(db, volumes, sessionId);
+}
+
+/**
+ * A run's session (or none) is set when the run is created and never changes, so each process
+ * remembers it for recent runs: a turn on a run without a session checks nothing and reads
+ * nothing before its transaction. Unknown runs are not remembered (their creation may follow).
+ */
+const runSessions = new Map<string, string | null>();
+const RUN_SESSIONS_KEPT = 10_000;
+
+async function sessionOfRun(db: Db, runId: string): Promise<string | null> {
+  const known = runSessions.get(runId);
+  if (known !== undefined) return known;
   const run = await db
     .selectFrom('runs')
     .select('session_id')
     .where('run_id', '=', runId)
     .executeTakeFirst();
-  if (run?.session_id) await checkSessionStorage(db, volumes, run.session_id);
+  if (!run) return null;
+  // Oldest first out (a Map iterates in insertion order).
+  if (runSessions.size >= RUN_SESSIONS_KEPT) runSessions.delete(runSessions.keys().next().value!);
+  runSessions.set(runId, run.session_id);
+  return run.session_id;
 }
