@@ -1,4 +1,5 @@
-import type { EventPage, ResultEnvelope } from '@svc/contracts';
+import { sql } from 'kysely';
+import { TERMINAL_COMMAND_STATES, type EventPage, type ResultEnvelope } from '@svc/contracts';
 import { openWaits } from '../metrics/registry.js';
 import { eventsWakeKey } from '../store/wakeups.js';
 import type { Ctx } from './context.js';
@@ -14,6 +15,8 @@ let open = 0;
  * again, until `waitMs` has passed or the client left. Subscribing before each read means an
  * event committed between the read and the wait still wakes it. Past the process's bound of
  * open long-polls a call answers at once, as a plain read: waits degrade, never pile up.
+ * `worthReading`, when given, is asked after each wake-up: a false answer waits again without
+ * the full read (the deadline still ends with one).
  */
 async function readUntil<T>(
   ctx: Ctx,
@@ -22,6 +25,7 @@ async function readUntil<T>(
   signal: AbortSignal | undefined,
   read: () => Promise<T>,
   ready: (value: T) => boolean,
+  worthReading?: () => Promise<boolean>,
 ): Promise<T> {
   const budget = Math.min(waitMs, ctx.config.watch.waitMaxMs);
   if (budget <= 0 || open >= ctx.config.watch.maxWaiters) return read();
@@ -29,14 +33,17 @@ async function readUntil<T>(
   open += 1;
   openWaits.inc({ kind: 'client' });
   try {
-    for (;;) {
+    for (let first = true; ; first = false) {
       const stop = new AbortController();
       const abort = () => stop.abort();
       signal?.addEventListener('abort', abort, { once: true });
       try {
         const woken = ctx.wakeups.wait(eventsWakeKey(runId), deadline - Date.now(), stop.signal);
-        const value = await read();
-        if (ready(value) || Date.now() >= deadline || signal?.aborted) return value;
+        // After a wake-up, a cheap probe may say the full read would still not be ready.
+        if (first || !worthReading || (await worthReading())) {
+          const value = await read();
+          if (ready(value) || Date.now() >= deadline || signal?.aborted) return value;
+        }
         await woken;
         if (Date.now() >= deadline || signal?.aborted) return await read();
       } finally {
@@ -93,6 +100,7 @@ export function waitForResult(
   signal?: AbortSignal,
 ): Promise<ResultEnvelope> {
   const { waitMs, ...scope } = options;
+  const commandId = scope.commandId;
   return readUntil(
     ctx,
     runId,
@@ -100,5 +108,23 @@ export function waitForResult(
     signal,
     () => buildResult(ctx, runId, scope),
     (result) => result.terminalStatus !== null || result.status === 'expired',
+    // Every event batch of the run wakes the wait; one indexed read of the command tells
+    // whether the envelope (a dozen statements) could be ready yet.
+    commandId ? () => commandSettled(ctx, runId, commandId) : undefined,
   );
+}
+
+/**
+ * Whether a command's result may be terminal: its state is terminal (written with its
+ * terminal_status event), it is due to expire (the full read expires it), or it is not found
+ * (the full read says so).
+ */
+async function commandSettled(ctx: Ctx, runId: string, commandId: string): Promise<boolean> {
+  const row = await ctx.db
+    .selectFrom('commands')
+    .select(['state', sql<boolean>`state = 'accepted' AND expires_at <= now()`.as('due')])
+    .where('command_id', '=', commandId)
+    .where('run_id', '=', runId)
+    .executeTakeFirst();
+  return !row || row.due || (TERMINAL_COMMAND_STATES as readonly string[]).includes(row.state);
 }
