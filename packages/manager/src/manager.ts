@@ -11,7 +11,7 @@ import { expireCommands } from './domain/command-expiry.js';
 import { openStore, type Store } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { createLauncher } from './launcher/index.js';
-import { createSessionVolumes } from './sessions/index.js';
+import { createSessionVolumes, type SessionVolumes } from './sessions/index.js';
 import { expectedWorkReady } from './work-ready.js';
 import { collectExpiredSessions } from './domain/sessions/gc.js';
 import type { Launcher } from './launcher/types.js';
@@ -46,6 +46,12 @@ export interface StartOptions {
   logDestination?: DestinationStream;
   /** Listen on HOST:PORT (default true); tests using inject may skip it. */
   listen?: boolean;
+  /**
+   * Stand-ins for the cluster side of runner Jobs and session volumes, in place of the ones the
+   * configuration names: the scheduler benchmark measures the manager with the cluster answering
+   * at once, at a rate no API server (real or fake) could take.
+   */
+  edges?: { launcher: Launcher; sessionVolumes: SessionVolumes };
 }
 
 /**
@@ -82,8 +88,8 @@ export async function startManager(
     await store.close();
     throw error;
   }
-  const launcher = await createLauncher(config, logger);
-  const sessionVolumes = await createSessionVolumes(config);
+  const launcher = options.edges?.launcher ?? (await createLauncher(config, logger));
+  const sessionVolumes = options.edges?.sessionVolumes ?? (await createSessionVolumes(config));
   const workReady = await expectedWorkReady(config);
   let listeningUrl = '';
   const runnerJobsDeps: RunnerJobDeps = {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { sha256Hex } from '@svc/contracts';
 import { createTestStore, type TestStore } from '@svc/testkit';
-import { loadConfig, startManager, type RunningManager } from '../src/index.js';
+import { loadConfig, startManager, type RunningManager, type StartOptions } from '../src/index.js';
 import { migrateToLatest } from '../src/store/migrate.js';
 
 const MIGRATIONS_DIR = join(import.meta.dirname, '../src/store/migrations');
@@ -62,6 +62,7 @@ export interface TestManagerOptions {
   /** Reuse a store (e.g. a restart over the same database). */
   store?: TestStore;
   dataDir?: string;
+  edges?: StartOptions['edges'];
 }
 
 /** A manager on a fresh database, its logs captured, driven through real HTTP handling. */
@@ -90,6 +91,7 @@ export async function startTestManager(options: TestManagerOptions = {}): Promis
   const manager = await startManager(loadConfig(env), {
     logDestination: destination,
     listen: options.listen ?? false,
+    ...(options.edges ? { edges: options.edges } : {}),
   });
   const key = env['SVC_API_KEY'];
   return {

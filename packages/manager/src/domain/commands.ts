@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type Insertable } from 'kysely';
 import {
   newId,
   OUTCOME_FAILURE_KINDS,
@@ -21,6 +21,7 @@ import {
 import { acknowledge } from '../store/command-ack.js';
 import type { NewEvent } from '../store/events.js';
 import { json } from '../store/json.js';
+import type { CommandsTable } from '../store/schema.js';
 import { lockRunOfCommand, type Executor, type RunRow, type Tx } from '../store/runs.js';
 import { runWakeKey } from '../store/wakeups.js';
 import { commandsCreated } from '../metrics/registry.js';
@@ -86,20 +87,10 @@ export async function createCommand(
     await ctx.hooks.beforeCommand?.(trx, run);
     const target = await resolveTarget(trx, run, body.type, payload);
     const seq = run.command_seq + 1;
-    const row = await insertCommand(trx, {
-      command_id: newId('cmd'),
-      run_id: runId,
-      seq,
-      type: body.type,
-      state: 'accepted',
-      idempotency_key: body.idempotencyKey ?? null,
-      payload_hash: hash,
-      request_hash: options.requestHash ?? null,
-      payload: json(payload),
-      target_command_id: target,
-      thread_id: typeof payload['threadId'] === 'string' ? payload['threadId'] : null,
-      expires_at: new Date(Date.now() + ctx.config.commandTtlMs),
-    });
+    const row = await insertCommand(
+      trx,
+      commandRowOf(ctx, runId, seq, body, { requestHash: options.requestHash ?? null, target }),
+    );
     const latest =
       body.type === 'turn' || body.type === 'resume' ? row.command_id : run.latest_command_id;
     await trx
@@ -115,6 +106,31 @@ export async function createCommand(
   });
   if (result.created) commandsCreated.inc({ type: result.row.type });
   return { command: toCommand(result.row), created: result.created };
+}
+
+/** A new command's record, `accepted`, expiring after the command TTL. */
+export function commandRowOf(
+  ctx: Ctx,
+  runId: string,
+  seq: number,
+  body: CommandCreateBody,
+  extra: { requestHash: string | null; target: string | null },
+): Insertable<CommandsTable> {
+  const payload = body.payload ?? {};
+  return {
+    command_id: newId('cmd'),
+    run_id: runId,
+    seq,
+    type: body.type,
+    state: 'accepted',
+    idempotency_key: body.idempotencyKey ?? null,
+    payload_hash: payloadHash({ type: body.type, payload }),
+    request_hash: extra.requestHash,
+    payload: json(payload),
+    target_command_id: extra.target,
+    thread_id: typeof payload['threadId'] === 'string' ? payload['threadId'] : null,
+    expires_at: new Date(Date.now() + ctx.config.commandTtlMs),
+  };
 }
 
 async function resolveTarget(

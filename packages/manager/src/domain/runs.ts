@@ -5,7 +5,10 @@ import {
   type Run,
   type RunCreateBody,
   type RunState,
+  type SessionRef,
 } from '@svc/contracts';
+import type { Insertable } from 'kysely';
+import type { RunsTable } from '../store/schema.js';
 import { json } from '../store/json.js';
 import { dbNow, findRun, insertRun, lockRun, type RunRow, type Tx } from '../store/runs.js';
 import { nonTerminalCommands, updateCommand } from '../store/commands.js';
@@ -21,33 +24,50 @@ import { runsCreated } from '../metrics/registry.js';
 export const isTerminalRun = (state: string) =>
   (TERMINAL_RUN_STATES as readonly string[]).includes(state);
 
-/** Validate every rule of a new run, then persist it as `pending`. */
-export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
-  const profile = resolveProfile(body);
+/** The rules every new run meets: tenant and project boundary, policy ceiling, bundle form. */
+export function checkRunRules(ctx: Ctx, body: RunCreateBody, profile: string): void {
   checkProjectBoundary(body, ctx.config.tenants);
-  const executionPolicy = completeExecutionPolicy(body.executionPolicy, profile, ctx.config.policy);
+  completeExecutionPolicy(body.executionPolicy, profile, ctx.config.policy);
   checkRunSources(body, ctx.config.repoUrlPrefixes);
-  await ctx.hooks.assertProfileUsable(profile);
-  const sessionRef =
-    body.sessionRef && ctx.hooks.completeSessionRef
-      ? await ctx.hooks.completeSessionRef(body.sessionRef, profile)
-      : (body.sessionRef ?? null);
+}
 
-  const row = await insertRun(ctx.db, {
+/** A new run's record, `pending`, its execution policy completed (rules checked by the caller). */
+export function runRowOf(
+  ctx: Ctx,
+  body: RunCreateBody,
+  profile: string,
+  sessionRef: SessionRef | null,
+): Insertable<RunsTable> {
+  return {
     run_id: newId('run'),
     tenant_id: body.tenantId,
     project_id: body.projectId,
     provider_id: body.providerId,
     backend_profile: profile,
     workspace_ref: json(body.workspaceRef),
-    execution_policy: json(executionPolicy),
+    execution_policy: json(
+      completeExecutionPolicy(body.executionPolicy, profile, ctx.config.policy),
+    ),
     trace_sink: json(body.traceSink),
     resource_bundle_ref: body.resourceBundleRef ? json(body.resourceBundleRef) : null,
     session_ref: sessionRef ? json(sessionRef) : null,
     session_id: sessionRef?.sessionId ?? null,
     metadata: json(body.metadata ?? {}),
     state: 'pending',
-  });
+  };
+}
+
+/** Validate every rule of a new run, then persist it as `pending`. */
+export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
+  const profile = resolveProfile(body);
+  checkRunRules(ctx, body, profile);
+  await ctx.hooks.assertProfileUsable(profile);
+  const sessionRef =
+    body.sessionRef && ctx.hooks.completeSessionRef
+      ? await ctx.hooks.completeSessionRef(body.sessionRef, profile)
+      : (body.sessionRef ?? null);
+
+  const row = await insertRun(ctx.db, runRowOf(ctx, body, profile, sessionRef));
   runsCreated.inc();
   if (row.session_id) dispatchScope()?.noteRun(row.run_id, row.session_id);
   return toRun(row, new Date());

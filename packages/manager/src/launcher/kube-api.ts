@@ -34,6 +34,12 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_RETRIES = 3;
 /** Concurrent connections to the API server per transport (the launch pool is 32 wide). */
 const AGENT_MAX_SOCKETS = 64;
+/**
+ * An idle connection is closed by the client after this long, well before servers and load
+ * balancers close theirs (Node's own default is 5 s): a request sent on a connection the
+ * server is closing at that moment fails, and a create is never sent twice.
+ */
+const AGENT_IDLE_MS = 2_000;
 const BACKOFF_BASE_MS = 200;
 const BACKOFF_MAX_MS = 3_000;
 
@@ -104,7 +110,12 @@ function reuseConnections(context: RequestContext): void {
   ]);
   let agent = sharedAgents.get(key);
   if (!agent) {
-    const shared = { ...options, keepAlive: true, maxSockets: AGENT_MAX_SOCKETS };
+    const shared = {
+      ...options,
+      keepAlive: true,
+      maxSockets: AGENT_MAX_SOCKETS,
+      timeout: AGENT_IDLE_MS,
+    };
     agent = tls ? new https.Agent(shared) : new http.Agent(shared);
     sharedAgents.set(key, agent);
   }

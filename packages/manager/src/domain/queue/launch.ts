@@ -134,7 +134,7 @@ async function recordLaunch(
  * kind (it counts against maxAttempts), and a run left behind without its runner is cancelled
  * so its session does not stay `running`.
  */
-async function recordFailure(
+export async function recordFailure(
   ctx: Ctx,
   taskId: string,
   attempt: AttemptRow,

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type Insertable } from 'kysely';
 import {
   newId,
   payloadHash,
@@ -13,10 +13,11 @@ import {
   SECRET_NAMESPACE,
   type WorkReadySummary,
 } from '@svc/contracts';
-import type { Launcher, RunnerJobSpec } from '../../launcher/types.js';
+import type { LaunchResult, Launcher, RunnerJobSpec } from '../../launcher/types.js';
 import { mintRunnerToken, tokenHash } from '../caller-tokens.js';
 import { json } from '../../store/json.js';
 import type { Executor, RunRow } from '../../store/runs.js';
+import type { RunnerJobsTable } from '../../store/schema.js';
 import { getCommandRow, isTerminalCommand } from '../commands.js';
 import { secretRefRecord } from '../run-policy.js';
 import type { Ctx } from '../context.js';
@@ -65,16 +66,8 @@ export async function createRunnerJob(
   runId: string,
   body: RunnerJobCreateBody,
 ): Promise<CreatedRunnerJob> {
-  const entries = body.transientEnv ?? [];
   const { image } = checkJobOverrides(deps.images, body, [], {});
-  const hash = payloadHash({
-    commandId: body.commandId,
-    attemptId: body.attemptId ?? null,
-    image: image.ref,
-    retention: body.retention ?? 'ttl',
-    ttlSecondsAfterFinished: body.ttlSecondsAfterFinished ?? null,
-    transientEnv: hashedEntries(entries),
-  });
+  const hash = requestHashOf(body, image);
 
   await ctx.hooks.checkRunStorage?.(runId);
   if (body.dryRun) return { job: await dryRun(ctx, deps, runId, body, image), created: false };
@@ -118,27 +111,7 @@ export async function createRunnerJob(
     }
     const row = await trx
       .insertInto('runner_jobs')
-      .values({
-        runner_job_id: prepared.spec.runnerJobId,
-        run_id: runId,
-        command_id: body.commandId,
-        attempt_id: prepared.spec.attemptId,
-        runner_id: prepared.spec.runnerId,
-        job_name: prepared.spec.jobName,
-        namespace: prepared.spec.namespace,
-        launcher: deps.launcher.kind,
-        idempotency_key: body.idempotencyKey ?? null,
-        payload_hash: hash,
-        image: json(image),
-        phase: 'pending',
-        transient_env: json(prepared.spec.transientEnvSummary),
-        session_pvc: prepared.spec.sessionPvc ? json(prepared.spec.sessionPvc) : null,
-        work_ready: null,
-        ttl_seconds_after_finished: prepared.spec.ttlSecondsAfterFinished,
-        retention: body.retention ?? 'ttl',
-        manager_instance: ctx.config.instanceId,
-        token_hash: tokenHash(prepared.spec.managerToken!),
-      })
+      .values(jobRowOf(ctx, deps, prepared.spec, body, hash))
       .returningAll()
       .executeTakeFirstOrThrow();
     return { run, row, spec: prepared.spec };
@@ -148,6 +121,49 @@ export async function createRunnerJob(
     return { job: toRunnerJob(outcome.row, extraOf(outcome.run, deps)), created: false };
   const launched = await launch(ctx, deps, outcome.row, outcome.spec);
   return { job: toRunnerJob(launched, extraOf(outcome.run, deps)), created: true };
+}
+
+/** What makes two runner job requests the same request (idempotency keys compare it). */
+export function requestHashOf(body: RunnerJobCreateBody, image: RunnerJobSpec['image']): string {
+  return payloadHash({
+    commandId: body.commandId,
+    attemptId: body.attemptId ?? null,
+    image: image.ref,
+    retention: body.retention ?? 'ttl',
+    ttlSecondsAfterFinished: body.ttlSecondsAfterFinished ?? null,
+    transientEnv: hashedEntries(body.transientEnv ?? []),
+  });
+}
+
+/** The stored record of a job about to be launched: names, hashes and summaries, no values. */
+export function jobRowOf(
+  ctx: Ctx,
+  deps: Pick<RunnerJobDeps, 'launcher'>,
+  spec: RunnerJobSpec,
+  body: RunnerJobCreateBody,
+  hash: string,
+): Insertable<RunnerJobsTable> {
+  return {
+    runner_job_id: spec.runnerJobId,
+    run_id: spec.runId,
+    command_id: spec.commandId,
+    attempt_id: spec.attemptId,
+    runner_id: spec.runnerId,
+    job_name: spec.jobName,
+    namespace: spec.namespace,
+    launcher: deps.launcher.kind,
+    idempotency_key: body.idempotencyKey ?? null,
+    payload_hash: hash,
+    image: json(spec.image),
+    phase: 'pending',
+    transient_env: json(spec.transientEnvSummary),
+    session_pvc: spec.sessionPvc ? json(spec.sessionPvc) : null,
+    work_ready: null,
+    ttl_seconds_after_finished: spec.ttlSecondsAfterFinished,
+    retention: body.retention ?? 'ttl',
+    manager_instance: ctx.config.instanceId,
+    token_hash: tokenHash(spec.managerToken!),
+  };
 }
 
 async function prepare(
@@ -179,6 +195,20 @@ async function prepare(
       { commandState: command.state },
     );
   }
+  const sessionPvc = (await ctx.hooks.sessionPvcFor?.(run, db)) ?? null;
+  return { spec: jobSpecOf(ctx, deps, run, command.command_id, body, image, sessionPvc) };
+}
+
+/** Everything a launcher needs for one job of a command, its manager token minted here. */
+export function jobSpecOf(
+  ctx: Ctx,
+  deps: RunnerJobDeps,
+  run: RunRow,
+  commandId: string,
+  body: RunnerJobCreateBody,
+  image: RunnerJobSpec['image'],
+  sessionPvc: RunnerJobSpec['sessionPvc'],
+): RunnerJobSpec {
   const entries = body.transientEnv ?? [];
   const policy = policyOf(run);
   const defaults = platformEndpointDefaults(
@@ -188,12 +218,12 @@ async function prepare(
   );
   const runnerJobId = newId('rj');
   const jobName = `svc-v01-runner-${runnerJobId.slice(3)}`;
-  const spec: RunnerJobSpec = {
+  return {
     runnerJobId,
     jobName,
     namespace: deps.launcher.namespace,
     runId: run.run_id,
-    commandId: command.command_id,
+    commandId,
     attemptId: body.attemptId ?? newId('att'),
     runnerId: newId('rnr'),
     image,
@@ -212,7 +242,7 @@ async function prepare(
         ? { name: `${jobName}-env`, namespace: deps.launcher.namespace }
         : null,
     ),
-    sessionPvc: (await ctx.hooks.sessionPvcFor?.(run, db)) ?? null,
+    sessionPvc,
     ttlSecondsAfterFinished:
       body.retention === 'keep'
         ? 0
@@ -222,7 +252,6 @@ async function prepare(
       ctx.config.policy.defaultTimeoutMs,
     runnerEnv: deps.runnerEnv(),
   };
-  return { spec };
 }
 
 /** The git bundle's fetch credential reference, completed like every SecretRef. */
@@ -281,6 +310,32 @@ async function launch(
   row: RunnerJobRow,
   spec: RunnerJobSpec,
 ): Promise<RunnerJobRow> {
+  const result = await startJob(ctx, deps, row, spec);
+  // Where the job runs is recorded whatever phase a fast job already reported.
+  return ctx.db
+    .updateTable('runner_jobs')
+    .set({
+      phase: sql`CASE WHEN phase = 'pending' THEN ${result.phase} ELSE phase END`,
+      log_path: result.logPath,
+      pod_identity: result.podIdentity,
+      started_at: sql`coalesce(started_at, now())`,
+      updated_at: sql`now()`,
+    } as never)
+    .where('runner_job_id', '=', row.runner_job_id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/**
+ * Hand a recorded job to the launcher. A refusal is recorded on the job (phase failed, reason
+ * launch-failed) and thrown as infra-failed; success is left for the caller to record.
+ */
+export async function startJob(
+  ctx: Ctx,
+  deps: Pick<RunnerJobDeps, 'launcher'>,
+  row: Pick<RunnerJobRow, 'runner_job_id' | 'job_name' | 'attempt_id'>,
+  spec: RunnerJobSpec,
+): Promise<LaunchResult> {
   // Masked before the launcher sees them: even its error messages must not carry a value.
   maskTransientEnv(
     ctx.redactor,
@@ -289,20 +344,7 @@ async function launch(
     spec.transientEnvSummary.defaultsAdded,
   );
   try {
-    const result = await deps.launcher.launch(spec);
-    // Where the job runs is recorded whatever phase a fast job already reported.
-    return await ctx.db
-      .updateTable('runner_jobs')
-      .set({
-        phase: sql`CASE WHEN phase = 'pending' THEN ${result.phase} ELSE phase END`,
-        log_path: result.logPath,
-        pod_identity: result.podIdentity,
-        started_at: sql`coalesce(started_at, now())`,
-        updated_at: sql`now()`,
-      } as never)
-      .where('runner_job_id', '=', row.runner_job_id)
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    return await deps.launcher.launch(spec);
   } catch (error) {
     const message = ctx.redactor.redact(error instanceof Error ? error.message : String(error));
     forgetTransientEnv(ctx.redactor, row.runner_job_id);

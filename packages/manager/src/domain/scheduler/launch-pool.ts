@@ -4,27 +4,27 @@
  * the cluster. Backpressure keeps at most one batch claimed and not yet started, as when the
  * pass launched each batch itself.
  */
-export class LaunchPool<T> {
-  readonly #queue: T[] = [];
+export class LaunchPool {
+  readonly #queue: Array<() => Promise<void>> = [];
   #active = 0;
   #waiters: Array<() => void> = [];
 
-  constructor(
-    private readonly limit: number,
-    private readonly launch: (item: T) => Promise<unknown>,
-  ) {}
+  constructor(private readonly limit: number) {}
 
-  add(items: readonly T[]): void {
-    this.#queue.push(...items);
-    this.#pump();
+  /** Run `launch` when a place is free; the promise settles with it. */
+  add<T>(launch: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#queue.push(() => launch().then(resolve, reject));
+      this.#pump();
+    });
   }
 
-  /** Resolves once every item handed over has started. */
+  /** Resolves once every launch handed over has started. */
   started(): Promise<void> {
     return this.#until(() => this.#queue.length === 0);
   }
 
-  /** Resolves once every item handed over has finished. */
+  /** Resolves once every launch handed over has finished. */
   idle(): Promise<void> {
     return this.#until(() => this.#queue.length === 0 && this.#active === 0);
   }
@@ -42,15 +42,13 @@ export class LaunchPool<T> {
 
   #pump(): void {
     while (this.#active < this.limit && this.#queue.length > 0) {
-      const item = this.#queue.shift()!;
+      const launch = this.#queue.shift()!;
       this.#active++;
-      void this.launch(item)
-        .catch(() => undefined) // the launch records its own failure
-        .finally(() => {
-          this.#active--;
-          this.#pump();
-          this.#notify();
-        });
+      void launch().finally(() => {
+        this.#active--;
+        this.#pump();
+        this.#notify();
+      });
     }
     this.#notify();
   }

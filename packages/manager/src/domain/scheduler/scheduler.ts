@@ -4,9 +4,12 @@ import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import type { Ctx } from '../context.js';
 import { DispatchScope, inDispatchScope } from '../dispatch-scope.js';
 import type { QueueDeps } from '../queue/launch.js';
+import { prepare, type Prepared } from '../queue/dispatch.js';
 import { claimBatch, startClaimed, type Claimed } from './claim.js';
+import { createVolumes, startBatch, writeBatch, type PendingJob } from './launch-batch.js';
 import { runJudges } from './judge.js';
 import { LaunchPool } from './launch-pool.js';
+import { Serial } from './serial.js';
 import { replaceLostRunners } from './replacement.js';
 import { requeueRetries, settleEnded } from './retry.js';
 import { nextDueAt } from './view.js';
@@ -18,13 +21,17 @@ import { nextDueAt } from './view.js';
  * database, so replicas share the work and never dispatch a task twice.
  */
 export class Scheduler {
-  #running: Promise<void> | undefined;
-  #again = false;
   #stopped = false;
   #scan: NodeJS.Timeout | undefined;
   #due: NodeJS.Timeout | undefined;
   #unsubscribe: (() => void) | undefined;
-  readonly #launches: LaunchPool<{ claimed: Claimed; scope: DispatchScope }>;
+  readonly #launches: LaunchPool;
+  /** Batches whose jobs are starting: their launches are recorded once all have answered. */
+  readonly #starting = new Set<Promise<void>>();
+  /** New attempts: kept apart so a task just submitted never waits behind housekeeping. */
+  readonly #claims: Serial;
+  /** Outcomes, retries, judges and lost runners, then the next timed wake-up. */
+  readonly #housekeeping: Serial;
   lastPassAt: Date | null = null;
   nextWakeAt: Date | null = null;
 
@@ -34,9 +41,11 @@ export class Scheduler {
     private readonly settings: SchedulerSettings,
     private readonly logger: Logger,
   ) {
-    this.#launches = new LaunchPool(settings.launchConcurrency, ({ claimed, scope }) =>
-      inDispatchScope(() => startClaimed(this.ctx, this.deps, claimed), scope),
-    );
+    this.#launches = new LaunchPool(settings.launchConcurrency);
+    const failed = (name: string) => (error: unknown) =>
+      this.logger.warn({ err: String(error) }, `scheduler ${name} failed`);
+    this.#claims = new Serial(() => this.#claimAll().then(() => undefined), failed('claim'));
+    this.#housekeeping = new Serial(() => this.#housekeep(), failed('pass'));
   }
 
   start(): void {
@@ -46,49 +55,29 @@ export class Scheduler {
     this.kick();
   }
 
-  /** Run a pass now, or right after the one in progress. */
+  /** Claim now, and keep house, each right after the run in progress. */
   kick(): void {
-    if (this.#stopped) return;
-    if (this.#running) {
-      this.#again = true;
-      return;
-    }
-    this.#running = this.#loop().finally(() => (this.#running = undefined));
-  }
-
-  async #loop(): Promise<void> {
-    do {
-      this.#again = false;
-      try {
-        await this.pass();
-      } catch (error) {
-        this.logger.warn({ err: String(error) }, 'scheduler pass failed');
-      }
-    } while (this.#again && !this.#stopped);
+    this.#claims.kick();
+    this.#housekeeping.kick();
   }
 
   /**
-   * One pass: new attempts while capacity lasts first (a task just submitted does not wait
-   * behind housekeeping), then outcomes, retries, judges and lost runners; when those freed
-   * capacity or requeued work, claim again. Launches run on in the pool past the pass.
+   * Settled attempts free capacity and requeued tasks may be due at once: either kicks the
+   * claims again.
    */
-  async pass(): Promise<number> {
-    let started = await this.#claimAll();
+  async #housekeep(): Promise<void> {
     const settled = await this.#step('settle', () => settleEnded(this.ctx));
     const requeued = await this.#step('retries', () => requeueRetries(this.ctx));
     await this.#step('judges', () => runJudges(this.ctx, this.deps));
     await this.#step('replacements', () =>
       replaceLostRunners(this.ctx, this.deps.runnerJobs, this.settings),
     );
-    // Settled attempts free capacity; requeued tasks may be due at once.
-    const changed = (settled ?? 0) + (requeued ?? 0) > 0;
-    if (changed) started += await this.#claimAll();
+    if ((settled ?? 0) + (requeued ?? 0) > 0) this.#claims.kick();
     this.lastPassAt = new Date();
     await this.#planWake();
-    return started;
   }
 
-  /** Claim batches until the queue or capacity runs out, each handed to the launch pool. */
+  /** Claim batches until the queue or capacity runs out, each launched past the pass. */
   async #claimAll(): Promise<number> {
     let started = 0;
     while (!this.#stopped) {
@@ -97,12 +86,48 @@ export class Scheduler {
       const claimed = await claimBatch(this.ctx, this.settings);
       if (claimed.length === 0) break;
       // One scope per batch: its attempts share one profile check per profile.
-      const scope = new DispatchScope();
-      this.#launches.add(claimed.map((c) => ({ claimed: c, scope })));
+      await inDispatchScope(() => this.#launch(claimed), new DispatchScope());
       started += claimed.length;
       if (claimed.length < this.settings.batchSize) break;
     }
     return started;
+  }
+
+  /**
+   * Attempts on sessions of their own (the common case) are written together (see
+   * launch-batch.ts); an attempt on a task's named session, or one whose checks refuse, goes
+   * the one-at-a-time way, which puts a refused task back unspent.
+   */
+  async #launch(claimed: readonly Claimed[]): Promise<void> {
+    const { ctx, deps } = this;
+    const single: Claimed[] = [];
+    const checked: Array<{ claimed: Claimed; prepared: Prepared }> = [];
+    for (const c of claimed) {
+      if (c.attempt.session_origin !== 'bootstrapped') single.push(c);
+      else
+        await prepare(ctx, deps, c.task, {}).then(
+          (prepared) => checked.push({ claimed: c, prepared }),
+          () => single.push(c),
+        );
+    }
+    const one = (c: Claimed) => this.#launches.add(() => startClaimed(ctx, deps, c));
+    single.forEach((c) => void one(c));
+    const fresh = await createVolumes(ctx, deps, checked, this.settings.launchConcurrency);
+    let jobs: PendingJob[];
+    try {
+      jobs = await writeBatch(ctx, deps, fresh);
+    } catch (error) {
+      // Nothing of the batch was written: each attempt goes the one-at-a-time way instead.
+      this.logger.warn({ err: String(error) }, 'writing a batch failed; launching one by one');
+      fresh.forEach((f) => void one(f.claimed));
+      return;
+    }
+    const starting = startBatch(ctx, deps, jobs, (launch) => this.#launches.add(launch))
+      .catch((error: unknown) =>
+        this.logger.warn({ err: String(error) }, 'recording started runner jobs failed'),
+      )
+      .finally(() => this.#starting.delete(starting));
+    this.#starting.add(starting);
   }
 
   async #step<T>(name: string, run: () => Promise<T>): Promise<T | undefined> {
@@ -131,7 +156,8 @@ export class Scheduler {
     this.#unsubscribe?.();
     if (this.#scan) clearInterval(this.#scan);
     if (this.#due) clearTimeout(this.#due);
-    await this.#running;
+    await Promise.all([this.#claims.stop(), this.#housekeeping.stop()]);
     await this.#launches.idle();
+    await Promise.all(this.#starting);
   }
 }

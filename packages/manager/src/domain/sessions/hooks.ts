@@ -1,14 +1,33 @@
 import { sql } from 'kysely';
 import { ServiceError, type SessionPvcSummary, type SessionRef } from '@svc/contracts';
 import type { ManagerConfig } from '../../config.js';
-import type { SessionVolumes } from '../../sessions/volumes.js';
+import type { SessionVolume, SessionVolumes } from '../../sessions/volumes.js';
 import type { CommandRow } from '../../store/commands.js';
 import type { Db } from '../../store/db.js';
 import type { Executor, RunRow, Tx } from '../../store/runs.js';
 import type { DomainHooks, TerminalChange } from '../context.js';
 import { trustedClaim } from '../dispatch-scope.js';
+import type { SessionRow } from './records.js';
 import { findSession } from './sessions.js';
 import { checkRunStorage, checkSessionStorage, refuseEvicted } from './storage-check.js';
+
+/** What a runner Job is told about its session's storage: names and paths, no values. */
+export function sessionPvcOf(
+  config: Pick<ManagerConfig, 'sessions'>,
+  row: Pick<SessionRow, 'session_id' | 'pvc_name' | 'pvc_namespace' | 'storage_kind'>,
+  volume: SessionVolume | null,
+): SessionPvcSummary {
+  return {
+    sessionId: row.session_id,
+    pvcName: row.pvc_name,
+    namespace: row.pvc_namespace,
+    // Local volumes live elsewhere and are linked in; a claim is mounted in place.
+    mountPath: volume?.mountPath ?? `/home/runner/.codex/${config.sessions.rolloutSubdir}`,
+    agentRolloutSubdir: config.sessions.rolloutSubdir,
+    storageKind: row.storage_kind,
+    valuesPrinted: false,
+  };
+}
 
 /**
  * How sessions follow their runs: a run naming a session gets the session's thread; a turn
@@ -72,16 +91,7 @@ export function sessionHooks(
       const row = await findSession(executor, run.session_id);
       if (!row) return null;
       const volume = trustedClaim(run.session_id) ?? (await volumes.get(run.session_id));
-      return {
-        sessionId: row.session_id,
-        pvcName: row.pvc_name,
-        namespace: row.pvc_namespace,
-        // Local volumes live elsewhere and are linked in; a claim is mounted in place.
-        mountPath: volume?.mountPath ?? `/home/runner/.codex/${config.sessions.rolloutSubdir}`,
-        agentRolloutSubdir: config.sessions.rolloutSubdir,
-        storageKind: row.storage_kind,
-        valuesPrinted: false,
-      };
+      return sessionPvcOf(config, row, volume);
     },
 
     async onTerminal(trx: Tx, change: TerminalChange): Promise<void> {

@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type Insertable } from 'kysely';
 import {
   newId,
   ServiceError,
@@ -18,6 +18,7 @@ import { sessionPvcName } from '../../sessions/volumes.js';
 import { json } from '../../store/json.js';
 import { findCommand } from '../../store/commands.js';
 import { findRun, type Executor } from '../../store/runs.js';
+import type { SessionsTable } from '../../store/schema.js';
 import { checkRunSources } from '../bundle-policy.js';
 import { cancelCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
@@ -72,6 +73,32 @@ export function checkRunBase(
   checkRunSources(runBase, ctx.config.repoUrlPrefixes);
 }
 
+/** A new session's record, idle, its storage named before the volume exists. */
+export function sessionRowOf(
+  ctx: Ctx,
+  sessionId: string,
+  body: SessionCreateBody,
+  profile: string,
+): Insertable<SessionsTable> {
+  return {
+    session_id: sessionId,
+    conversation_id: body.conversationId ?? null,
+    thread_id: body.threadId ?? null,
+    profile_threads: json(body.threadId ? { [profile]: body.threadId } : {}),
+    backend_profile: profile,
+    tenant_id: body.runBase.tenantId,
+    project_id: body.runBase.projectId,
+    run_base: json(body.runBase),
+    execution_state: 'idle',
+    storage_kind: 'pvc',
+    pvc_name: sessionPvcName(sessionId),
+    pvc_namespace: ctx.config.launcher.namespace,
+    expires_at: new Date(
+      Date.now() + (body.expiresInSeconds ?? ctx.config.sessions.ttlSeconds) * 1000,
+    ),
+  };
+}
+
 /**
  * Create a session and its volume, synchronously: the response names a claim that exists.
  * Creating an id that exists returns the existing session unchanged.
@@ -86,26 +113,9 @@ export async function createSession(
   await ctx.hooks.assertProfileUsable(profile);
   const sessionId = body.sessionId ?? newId('ses');
 
-  const expiresAt = new Date(
-    Date.now() + (body.expiresInSeconds ?? ctx.config.sessions.ttlSeconds) * 1000,
-  );
   const inserted = await ctx.db
     .insertInto('sessions')
-    .values({
-      session_id: sessionId,
-      conversation_id: body.conversationId ?? null,
-      thread_id: body.threadId ?? null,
-      profile_threads: json(body.threadId ? { [profile]: body.threadId } : {}),
-      backend_profile: profile,
-      tenant_id: body.runBase.tenantId,
-      project_id: body.runBase.projectId,
-      run_base: json(body.runBase),
-      execution_state: 'idle',
-      storage_kind: 'pvc',
-      pvc_name: sessionPvcName(sessionId),
-      pvc_namespace: ctx.config.launcher.namespace,
-      expires_at: expiresAt,
-    })
+    .values(sessionRowOf(ctx, sessionId, body, profile))
     .onConflict((oc) => oc.column('session_id').doNothing())
     .returningAll()
     .executeTakeFirst();

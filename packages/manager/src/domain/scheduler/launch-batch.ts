@@ -1,0 +1,323 @@
+import { sql } from 'kysely';
+import { payloadHash, ServiceError, type SessionRef } from '@svc/contracts';
+import type { LaunchResult, RunnerJobSpec } from '../../launcher/types.js';
+import { commandsCreated, runsCreated } from '../../metrics/registry.js';
+import type { SessionVolume } from '../../sessions/volumes.js';
+import type { CommandRow } from '../../store/commands.js';
+import type { RunRow, Tx } from '../../store/runs.js';
+import { cancelCommand, commandRowOf } from '../commands.js';
+import type { Ctx } from '../context.js';
+import type { Prepared } from '../queue/dispatch.js';
+import { recordFailure, type QueueDeps } from '../queue/launch.js';
+import { supervisorSnapshot } from '../queue/outcome.js';
+import { nextChangeSeq, type AttemptRow, type TaskRow } from '../queue/store.js';
+import { checkJobOverrides } from '../runner-jobs/overrides.js';
+import { jobRowOf, jobSpecOf, requestHashOf, startJob } from '../runner-jobs/runner-jobs.js';
+import { runRowOf } from '../runs.js';
+import { sessionPvcOf } from '../sessions/hooks.js';
+import { sessionRowOf } from '../sessions/sessions.js';
+import type { Claimed } from './claim.js';
+
+/** A claimed attempt of a bootstrapped session, its checks passed and its volume created. */
+export interface FreshAttempt {
+  claimed: Claimed;
+  prepared: Prepared;
+  volume: SessionVolume;
+}
+
+/** A written attempt whose runner Job is still to be started. */
+export interface PendingJob {
+  task: TaskRow;
+  attempt: AttemptRow;
+  spec: RunnerJobSpec;
+}
+
+/**
+ * The records of a whole batch of fresh attempts in one transaction, one statement per table:
+ * what a manual dispatch writes one attempt at a time through the session, send and runner
+ * job layers (session, run, turn, runner Job record, the attempt's references), with the same
+ * rows and identities: the attemptId is the turn's idempotency key and the runner Job's attempt
+ * id. The sessions are new and the runs unseen by anyone, so none of the per-attempt checks
+ * for a busy or evicted session apply. Returns the jobs to start; a task cancelled while its
+ * attempt was being written gets its turn cancelled instead.
+ */
+export async function writeBatch(
+  ctx: Ctx,
+  deps: QueueDeps,
+  fresh: readonly FreshAttempt[],
+): Promise<PendingJob[]> {
+  if (fresh.length === 0) return [];
+  const built = fresh.map((f) => buildRecords(ctx, f));
+  const written = await ctx.db.transaction().execute(async (trx) => {
+    await trx
+      .insertInto('sessions')
+      .values(built.map((b) => b.session))
+      .execute();
+    const runs = await trx
+      .insertInto('runs')
+      .values(built.map((b) => b.run))
+      .returningAll()
+      .execute();
+    const commands = await trx
+      .insertInto('commands')
+      .values(built.map((b) => b.command))
+      .returningAll()
+      .execute();
+    const runById = new Map(runs.map((r) => [r.run_id, r]));
+    const commandById = new Map(commands.map((c) => [c.command_id, c]));
+    // The scheduler asks for no overrides: every job of the batch gets the default image.
+    const { image } = checkJobOverrides(deps.runnerJobs.images, {}, [], {});
+    const jobs = built.map((b) => {
+      const run = runById.get(b.run.run_id)!;
+      const body = { attemptId: b.attempt.attempt_id, commandId: b.command.command_id };
+      const pvc = sessionPvcOf(ctx.config, b.session, b.volume);
+      const spec = jobSpecOf(ctx, deps.runnerJobs, run, body.commandId, body, image, pvc);
+      return { spec, row: jobRowOf(ctx, deps.runnerJobs, spec, body, requestHashOf(body, image)) };
+    });
+    await trx
+      .insertInto('runner_jobs')
+      .values(jobs.map((j) => j.row))
+      .execute();
+    const refs = built.map((b, i) => ({
+      b,
+      run: runById.get(b.run.run_id)!,
+      command: commandById.get(b.command.command_id)!,
+      spec: jobs[i]!.spec,
+    }));
+    const attempts = await writeReferences(trx, refs);
+    const tasks = await touchTasks(
+      trx,
+      built.map((b) => b.task.task_id),
+    );
+    return { attempts, tasks, specs: jobs.map((j) => j.spec) };
+  });
+  runsCreated.inc(fresh.length);
+  commandsCreated.inc({ type: 'turn' }, fresh.length);
+  const pending: PendingJob[] = [];
+  built.forEach((b, i) => {
+    const task = written.tasks.get(b.task.task_id)!;
+    const attempt = written.attempts.get(b.attempt.attempt_id)!;
+    // The references are written whatever happened; a cancel that came first shows in the row.
+    if (attempt.state === 'cancelled' || task.state === 'cancelled') {
+      void cancelCommand(ctx, b.command.command_id, 'queue task cancelled during dispatch').catch(
+        (error: unknown) =>
+          ctx.logger.warn(
+            { taskId: task.task_id, err: String(error) },
+            'cancelling a late dispatch failed',
+          ),
+      );
+      return;
+    }
+    pending.push({ task, attempt, spec: written.specs[i]! });
+  });
+  return pending;
+}
+
+interface Built {
+  task: TaskRow;
+  attempt: AttemptRow;
+  volume: SessionVolume;
+  session: ReturnType<typeof sessionRowOf> & {
+    session_id: string;
+    pvc_name: string;
+    pvc_namespace: string;
+    storage_kind: string;
+  };
+  run: ReturnType<typeof runRowOf> & { run_id: string };
+  command: ReturnType<typeof commandRowOf> & { command_id: string };
+}
+
+/** The rows one attempt's dispatch would write, as the session, send and run layers build them. */
+function buildRecords(ctx: Ctx, fresh: FreshAttempt): Built {
+  const { claimed, prepared, volume } = fresh;
+  const { task, attempt } = claimed;
+  const sessionId = attempt.session_id!;
+  const profile = prepared.profile;
+  // What launchAttempt sends: the task's run base, tagged with the attempt it serves.
+  const runBase = {
+    ...prepared.runBase,
+    metadata: {
+      ...prepared.runBase.metadata,
+      queueTaskId: task.task_id,
+      queueAttemptId: attempt.attempt_id,
+      queue: task.queue,
+    },
+  };
+  const runnerJob = { attemptId: attempt.attempt_id };
+  const sessionRef: SessionRef = { sessionId, conversationId: null, threadId: null };
+  const run = runRowOf(
+    ctx,
+    { ...runBase, backendProfile: profile, traceSink: null },
+    profile,
+    sessionRef,
+  );
+  const command = commandRowOf(
+    ctx,
+    run.run_id,
+    1,
+    { type: 'turn', payload: prepared.payload, idempotencyKey: attempt.attempt_id },
+    {
+      // The send's request hash: a resend with the attempt id as its key replays this turn.
+      requestHash: payloadHash({
+        payload: prepared.payload,
+        backendProfile: profile,
+        runBase,
+        runnerJob,
+      }),
+      target: null,
+    },
+  );
+  const session = {
+    ...sessionRowOf(
+      ctx,
+      sessionId,
+      { sessionId, backendProfile: profile, runBase: prepared.runBase },
+      profile,
+    ),
+    pvc_name: volume.pvcName,
+    pvc_namespace: volume.namespace,
+    pvc_phase: volume.phase,
+    // The turn is the session's active work from the start, as after a send.
+    active_run_id: run.run_id,
+    active_command_id: command.command_id,
+    execution_state: 'running',
+    version: 2,
+  } as Built['session'];
+  return {
+    task,
+    attempt,
+    volume,
+    session,
+    run: { ...run, command_seq: 1, latest_command_id: command.command_id },
+    command,
+  };
+}
+
+async function writeReferences(
+  trx: Tx,
+  refs: ReadonlyArray<{ b: Built; run: RunRow; command: CommandRow; spec: RunnerJobSpec }>,
+): Promise<Map<string, AttemptRow>> {
+  const now = new Date();
+  const column = <T>(pick: (r: (typeof refs)[number]) => T) => refs.map(pick);
+  // Task rows first, in one order: every writer of a task locks it before its attempt.
+  await sql`SELECT 1 FROM queue_tasks WHERE task_id = ANY(${column((r) => r.b.task.task_id)}::text[])
+    ORDER BY task_id FOR UPDATE`.execute(trx);
+  const { rows } = await sql<AttemptRow>`
+    UPDATE queue_attempts a SET
+      run_id = v.run_id, command_id = v.command_id, runner_job_id = v.runner_job_id,
+      thread = 'start', runner_id = v.runner_id, job_name = v.job_name, runner_phase = 'pending',
+      supervisor = v.supervisor::jsonb, supervisor_at = now(), updated_at = now()
+    FROM unnest(
+      ${column((r) => r.b.attempt.attempt_id)}::text[], ${column((r) => r.run.run_id)}::text[],
+      ${column((r) => r.command.command_id)}::text[],
+      ${column((r) => r.spec.runnerJobId)}::text[], ${column((r) => r.spec.runnerId)}::text[],
+      ${column((r) => r.spec.jobName)}::text[],
+      ${column((r) =>
+        JSON.stringify(supervisorSnapshot(now, r.run, r.command, r.b.attempt.session_id!)),
+      )}::text[]
+    ) AS v(attempt_id, run_id, command_id, runner_job_id, runner_id, job_name, supervisor)
+    WHERE a.attempt_id = v.attempt_id
+    RETURNING a.*`.execute(trx);
+  return new Map(rows.map((row) => [row.attempt_id, row]));
+}
+
+/** The attempts' references are a change pollers should see: new version and changeSeq. */
+async function touchTasks(trx: Tx, taskIds: string[]): Promise<Map<string, TaskRow>> {
+  const last = await nextChangeSeq(trx, taskIds.length);
+  const { rows } = await sql<TaskRow>`
+    UPDATE queue_tasks t SET version = t.version + 1, change_seq = v.seq, updated_at = now()
+    FROM unnest(
+      ${taskIds}::text[], ${taskIds.map((_, i) => last - taskIds.length + 1 + i)}::bigint[]
+    ) AS v(task_id, seq)
+    WHERE t.task_id = v.task_id
+    RETURNING t.*`.execute(trx);
+  return new Map(rows.map((row) => [row.task_id, row]));
+}
+
+/**
+ * Start the written jobs, each launcher call through `schedule` (the scheduler's launch pool).
+ * A launch the launcher refuses fails its attempt as a manual dispatch's would (the job failed
+ * with the launcher's reason, the run cancelled); the started ones are recorded together.
+ */
+export async function startBatch(
+  ctx: Ctx,
+  deps: QueueDeps,
+  jobs: readonly PendingJob[],
+  schedule: <T>(launch: () => Promise<T>) => Promise<T>,
+): Promise<void> {
+  const outcomes = await Promise.all(
+    jobs.map((job) =>
+      schedule(async () => {
+        try {
+          const row = {
+            runner_job_id: job.spec.runnerJobId,
+            job_name: job.spec.jobName,
+            attempt_id: job.spec.attemptId,
+          };
+          return { job, result: await startJob(ctx, deps.runnerJobs, row, job.spec) };
+        } catch (error) {
+          await recordFailure(ctx, job.task.task_id, job.attempt, error);
+          return null;
+        }
+      }),
+    ),
+  );
+  const started = outcomes.filter((o): o is { job: PendingJob; result: LaunchResult } => !!o);
+  if (started.length === 0) return;
+  const column = <T>(pick: (s: (typeof started)[number]) => T) => started.map(pick);
+  await ctx.db.transaction().execute(async (trx) => {
+    // Where each job runs is recorded whatever phase a fast job already reported.
+    await sql`
+      UPDATE runner_jobs j SET
+        phase = CASE WHEN j.phase = 'pending' THEN v.phase ELSE j.phase END,
+        log_path = v.log_path, pod_identity = v.pod_identity,
+        started_at = coalesce(j.started_at, now()), updated_at = now()
+      FROM unnest(
+        ${column((s) => s.job.spec.runnerJobId)}::text[], ${column((s) => s.result.phase)}::text[],
+        ${column((s) => s.result.logPath)}::text[], ${column((s) => s.result.podIdentity)}::text[]
+      ) AS v(runner_job_id, phase, log_path, pod_identity)
+      WHERE j.runner_job_id = v.runner_job_id`.execute(trx);
+    await sql`
+      UPDATE queue_attempts a SET runner_phase = v.phase, updated_at = now()
+      FROM unnest(
+        ${column((s) => s.job.attempt.attempt_id)}::text[], ${column((s) => s.result.phase)}::text[]
+      ) AS v(attempt_id, phase)
+      WHERE a.attempt_id = v.attempt_id AND a.runner_phase = 'pending'`.execute(trx);
+  });
+}
+
+/** Create the sessions' volumes, at most `limit` at a time; a failure fails that attempt. */
+export async function createVolumes(
+  ctx: Ctx,
+  deps: QueueDeps,
+  items: ReadonlyArray<{ claimed: Claimed; prepared: Prepared }>,
+  limit: number,
+): Promise<FreshAttempt[]> {
+  const fresh: FreshAttempt[] = [];
+  await eachLimited(items, limit, async (item) => {
+    const sessionId = item.claimed.attempt.session_id!;
+    try {
+      fresh.push({ ...item, volume: await deps.volumes.create(sessionId) });
+    } catch (error) {
+      // As for a session created by hand: no session without its volume.
+      const failure = new ServiceError(
+        'infra-failed',
+        `the volume of session ${sessionId} could not be created: ${error instanceof Error ? error.message : String(error)}`,
+      );
+      await recordFailure(ctx, item.claimed.task.task_id, item.claimed.attempt, failure);
+    }
+  });
+  return fresh;
+}
+
+async function eachLimited<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
