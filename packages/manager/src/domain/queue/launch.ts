@@ -150,7 +150,6 @@ export async function recordFailure(
       .where('r.session_id', '=', attempt.session_id)
       .where('c.idempotency_key', '=', attempt.attempt_id)
       .executeTakeFirst();
-    if (made) await cancelRun(ctx, made.run_id, 'queue dispatch failed');
     const job = await jobOf(ctx, attempt.attempt_id);
     await ctx.db.transaction().execute(async (trx) => {
       const task = await lockTask(trx, taskId);
@@ -180,6 +179,8 @@ export async function recordFailure(
         failed_attempts: sql`failed_attempts + 1`,
       });
     });
+    // The outcome first: cancelling the run would otherwise end the attempt as `cancelled`.
+    if (made) await cancelRun(ctx, made.run_id, 'queue dispatch failed');
   } catch (recordError) {
     ctx.logger.error(
       { taskId, attemptId: attempt.attempt_id, err: String(recordError) },
