@@ -1,4 +1,4 @@
-import { sql, type Insertable } from 'kysely';
+import type { Insertable } from 'kysely';
 import {
   newId,
   OUTCOME_FAILURE_KINDS,
@@ -14,7 +14,7 @@ import {
   activeTurn,
   findCommand,
   findCommandByKey,
-  insertCommand,
+  insertCommandOfRun,
   updateCommand,
   type CommandRow,
 } from '../store/commands.js';
@@ -87,21 +87,16 @@ export async function createCommand(
     await ctx.hooks.beforeCommand?.(trx, run);
     const target = await resolveTarget(trx, run, body.type, payload);
     const seq = run.command_seq + 1;
-    const row = await insertCommand(
-      trx,
-      commandRowOf(ctx, runId, seq, body, { requestHash: options.requestHash ?? null, target }),
-    );
+    const record = commandRowOf(ctx, runId, seq, body, {
+      requestHash: options.requestHash ?? null,
+      target,
+    });
     const latest =
-      body.type === 'turn' || body.type === 'resume' ? row.command_id : run.latest_command_id;
-    await trx
-      .updateTable('runs')
-      .set({ command_seq: seq, latest_command_id: latest, updated_at: sql`now()` } as never)
-      .where('run_id', '=', runId)
-      .execute();
+      body.type === 'turn' || body.type === 'resume' ? record.command_id : run.latest_command_id;
+    // The command, the run's seq and the runner's wake-up in one statement (NOTIFY is sent on
+    // commit): no commit of its own, and a woken long-poll always finds the command.
+    const row = await insertCommandOfRun(trx, record, latest, runWakeKey(runId));
     if (latest === row.command_id) await ctx.hooks.afterCommand?.(trx, run, row);
-    // The runner's wake-up rides in this transaction (NOTIFY is sent on commit): no commit of
-    // its own, and a woken long-poll always finds the command.
-    await ctx.wakeups.publishIn(trx, runWakeKey(runId));
     return { row, created: true };
   });
   if (result.created) commandsCreated.inc({ type: result.row.type });
@@ -434,6 +429,7 @@ export async function finishCommand(
     commandId: command.command_id,
     state: outcome.state,
     threadId: updated.thread_id,
+    sessionId: run.session_id,
   });
   return updated;
 }

@@ -55,6 +55,11 @@ export interface TerminalChange {
   commandId: string | null;
   state: string;
   threadId: string | null;
+  /**
+   * The run's session, when the caller holds the run row: null says the run has none, so no
+   * session follows this change (a session's active command is always of its own runs).
+   */
+  sessionId?: string | null;
 }
 
 export const noHooks: DomainHooks = {

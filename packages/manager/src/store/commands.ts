@@ -1,6 +1,7 @@
 import { sql, type Insertable, type Selectable } from 'kysely';
 import type { CommandsTable } from './schema.js';
-import type { Executor } from './runs.js';
+import type { Executor, Tx } from './runs.js';
+import { WAKE_CHANNEL } from './wakeups.js';
 
 export type CommandRow = Selectable<CommandsTable>;
 
@@ -11,6 +12,36 @@ export async function insertCommand(
   row: Insertable<CommandsTable>,
 ): Promise<CommandRow> {
   return db.insertInto('commands').values(row).returningAll().executeTakeFirstOrThrow();
+}
+
+/**
+ * A new command, its run's command seq and latest command, and the run's wake-up, in one
+ * statement (the caller holds the run lock): one round trip where three were. NOTIFY is sent
+ * on commit, so a woken long-poll always finds the command.
+ */
+export async function insertCommandOfRun(
+  trx: Tx,
+  row: Insertable<CommandsTable>,
+  latestCommandId: string | null,
+  wakeKey: string,
+): Promise<CommandRow> {
+  const { woke: _woke, ...inserted } = await trx
+    .with('inserted', (db) => db.insertInto('commands').values(row).returningAll())
+    .with('bumped', (db) =>
+      db
+        .updateTable('runs')
+        .set({
+          command_seq: row.seq,
+          latest_command_id: latestCommandId,
+          updated_at: sql`now()`,
+        } as never)
+        .where('run_id', '=', row.run_id),
+    )
+    .selectFrom('inserted')
+    .selectAll()
+    .select(sql<string>`pg_notify(${WAKE_CHANNEL}, ${wakeKey})::text`.as('woke'))
+    .executeTakeFirstOrThrow();
+  return inserted;
 }
 
 export async function findCommand(

@@ -96,6 +96,8 @@ export function sessionHooks(
 
     async onTerminal(trx: Tx, change: TerminalChange): Promise<void> {
       if (change.commandId) {
+        // A run without a session has no session to follow it: no lookup on a plain turn.
+        if (change.sessionId === null) return;
         const row = await trx
           .selectFrom('sessions')
           .selectAll()
