@@ -6,20 +6,27 @@ import type { SessionVolume } from '../sessions/volumes.js';
  * the outcome of a provider profile check (asked once per batch, not three times per attempt)
  * and the claims the batch itself created (a claim made a moment ago is not read back five
  * times). Outside a scope every check reads, as before. A scope lives for one scheduler batch
- * or one manual dispatch, so a profile removed or a claim deleted is seen by the next one.
+ * or one manual dispatch, so a claim deleted is seen by the next one, and a profile removed
+ * by the next manual dispatch (by the scheduler's batches within a second, see UsableProfiles).
  */
 export class DispatchScope {
   readonly #profiles = new Map<string, Promise<void>>();
   readonly #claims = new Map<string, SessionVolume>();
   readonly #runSessions = new Map<string, string>();
 
+  /** `usable`: profiles a recent scope found usable (the scheduler's batches share one). */
+  constructor(private readonly usable?: UsableProfiles) {}
+
   profileChecked(profile: string, check: () => Promise<void>): Promise<void> {
     let known = this.#profiles.get(profile);
     if (!known) {
-      known = check();
+      known = this.usable?.fresh(profile) ? Promise.resolve() : check();
       this.#profiles.set(profile, known);
       // A refusal is the answer for the whole scope; no unhandled rejection if nobody waits.
-      known.catch(() => undefined);
+      known.then(
+        () => this.usable?.found(profile),
+        () => undefined,
+      );
     }
     return known;
   }
@@ -39,6 +46,25 @@ export class DispatchScope {
 
   sessionOfRun(runId: string): string | undefined {
     return this.#runSessions.get(runId);
+  }
+}
+
+/**
+ * Profiles found usable, remembered for `ttlMs`: back-to-back scheduler batches (one per
+ * submitted task when the queue is short) ask the Secret store once per interval, not once
+ * per batch. A refusal is never remembered, and a profile removed is seen within `ttlMs`.
+ */
+export class UsableProfiles {
+  readonly #until = new Map<string, number>();
+
+  constructor(private readonly ttlMs: number) {}
+
+  fresh(profile: string): boolean {
+    return (this.#until.get(profile) ?? 0) > Date.now();
+  }
+
+  found(profile: string): void {
+    this.#until.set(profile, Date.now() + this.ttlMs);
   }
 }
 

@@ -102,8 +102,11 @@ export const WAKE_CHANNEL = 'svc_wake';
 
 export const runWakeKey = (runId: string) => `run:${runId}`;
 
-/** Wakes the scheduler: a task was submitted, requeued or cancelled, an attempt ended. */
+/** Wakes the scheduler: a task was requeued or cancelled, an attempt ended. */
 export const QUEUE_WAKE_KEY = 'queue';
+
+/** Wakes the scheduler's claims only: a task was submitted (nothing ended, nothing to settle). */
+export const QUEUE_SUBMIT_KEY = 'queue:submitted';
 /** New events of a run (clients long-polling or streaming them, result waits). */
 export const eventsWakeKey = (runId: string) => `events:${runId}`;
 

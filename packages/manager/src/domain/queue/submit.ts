@@ -9,7 +9,7 @@ import {
 } from '@svc/contracts';
 import { json } from '../../store/json.js';
 import type { Ctx } from '../context.js';
-import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
+import { QUEUE_SUBMIT_KEY } from '../../store/wakeups.js';
 import {
   checkSessionRef,
   checkTaskInputs,
@@ -133,6 +133,6 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
   });
   // A racing submit of the same id won: answer like a resubmission.
   if (!inserted) return submitTask(ctx, body);
-  await ctx.wakeups.publish(QUEUE_WAKE_KEY);
+  await ctx.wakeups.publish(QUEUE_SUBMIT_KEY);
   return { kind: 'task', task: await getTask(ctx, inserted.task_id), created: true };
 }

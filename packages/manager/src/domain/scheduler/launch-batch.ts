@@ -10,7 +10,7 @@ import type { Ctx } from '../context.js';
 import type { Prepared } from '../queue/dispatch.js';
 import { recordFailure, type QueueDeps } from '../queue/launch.js';
 import { supervisorSnapshot } from '../queue/outcome.js';
-import { nextChangeSeq, type AttemptRow, type TaskRow } from '../queue/store.js';
+import type { AttemptRow, TaskRow } from '../queue/store.js';
 import { checkJobOverrides } from '../runner-jobs/overrides.js';
 import { jobRowOf, jobSpecOf, requestHashOf, startJob } from '../runner-jobs/runner-jobs.js';
 import { runRowOf } from '../runs.js';
@@ -84,11 +84,12 @@ export async function writeBatch(
       command: commandById.get(b.command.command_id)!,
       spec: jobs[i]!.spec,
     }));
-    const attempts = await writeReferences(trx, refs);
+    // Tasks before attempts, as every writer of a task locks them (cancel, refresh).
     const tasks = await touchTasks(
       trx,
       built.map((b) => b.task.task_id),
     );
+    const attempts = await writeReferences(trx, refs);
     return { attempts, tasks, specs: jobs.map((j) => j.spec) };
   });
   runsCreated.inc(fresh.length);
@@ -199,9 +200,6 @@ async function writeReferences(
 ): Promise<Map<string, AttemptRow>> {
   const now = new Date();
   const column = <T>(pick: (r: (typeof refs)[number]) => T) => refs.map(pick);
-  // Task rows first, in one order: every writer of a task locks it before its attempt.
-  await sql`SELECT 1 FROM queue_tasks WHERE task_id = ANY(${column((r) => r.b.task.task_id)}::text[])
-    ORDER BY task_id FOR UPDATE`.execute(trx);
   const { rows } = await sql<AttemptRow>`
     UPDATE queue_attempts a SET
       run_id = v.run_id, command_id = v.command_id, runner_job_id = v.runner_job_id,
@@ -221,14 +219,24 @@ async function writeReferences(
   return new Map(rows.map((row) => [row.attempt_id, row]));
 }
 
-/** The attempts' references are a change pollers should see: new version and changeSeq. */
+/**
+ * The attempts' references are a change pollers should see: new version and changeSeq. One
+ * statement: the task rows locked in id order (no deadlock with another batch), the change
+ * numbers taken from the watermark row, held until commit as nextChangeSeq holds it.
+ */
 async function touchTasks(trx: Tx, taskIds: string[]): Promise<Map<string, TaskRow>> {
-  const last = await nextChangeSeq(trx, taskIds.length);
   const { rows } = await sql<TaskRow>`
-    UPDATE queue_tasks t SET version = t.version + 1, change_seq = v.seq, updated_at = now()
-    FROM unnest(
-      ${taskIds}::text[], ${taskIds.map((_, i) => last - taskIds.length + 1 + i)}::bigint[]
-    ) AS v(task_id, seq)
+    WITH locked AS (
+      SELECT task_id FROM queue_tasks WHERE task_id = ANY(${taskIds}::text[])
+      ORDER BY task_id FOR UPDATE
+    ), mark AS (
+      UPDATE queue_watermark SET change_seq = change_seq + ${taskIds.length}
+      WHERE id = 1 AND (SELECT count(*) FROM locked) >= 0
+      RETURNING change_seq
+    )
+    UPDATE queue_tasks t SET version = t.version + 1,
+      change_seq = mark.change_seq - ${taskIds.length} + v.ord, updated_at = now()
+    FROM mark, unnest(${taskIds}::text[]) WITH ORDINALITY AS v(task_id, ord)
     WHERE t.task_id = v.task_id
     RETURNING t.*`.execute(trx);
   return new Map(rows.map((row) => [row.task_id, row]));

@@ -1,8 +1,8 @@
 import type { SchedulerSettings } from '../../config.js';
 import type { Logger } from '../../logging.js';
-import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
+import { QUEUE_SUBMIT_KEY, QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import type { Ctx } from '../context.js';
-import { DispatchScope, inDispatchScope } from '../dispatch-scope.js';
+import { DispatchScope, inDispatchScope, UsableProfiles } from '../dispatch-scope.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { prepare, type Prepared } from '../queue/dispatch.js';
 import { claimBatch, startClaimed, type Claimed } from './claim.js';
@@ -13,6 +13,9 @@ import { Serial } from './serial.js';
 import { replaceLostRunners } from './replacement.js';
 import { requeueRetries, settleEnded } from './retry.js';
 import { nextDueAt } from './view.js';
+
+/** How long a provider profile found usable is taken as usable by the next batches. */
+const PROFILE_RECHECK_MS = 1_000;
 
 /**
  * The scheduler loop of one manager replica. Woken by the database wake-ups (task submitted,
@@ -32,6 +35,7 @@ export class Scheduler {
   readonly #claims: Serial;
   /** Outcomes, retries, judges and lost runners, then the next timed wake-up. */
   readonly #housekeeping: Serial;
+  readonly #profiles = new UsableProfiles(PROFILE_RECHECK_MS);
   lastPassAt: Date | null = null;
   nextWakeAt: Date | null = null;
 
@@ -49,7 +53,11 @@ export class Scheduler {
   }
 
   start(): void {
-    this.#unsubscribe = this.ctx.wakeups.on(QUEUE_WAKE_KEY, () => this.kick());
+    const off = [
+      this.ctx.wakeups.on(QUEUE_WAKE_KEY, () => this.kick()),
+      this.ctx.wakeups.on(QUEUE_SUBMIT_KEY, () => this.#claims.kick()),
+    ];
+    this.#unsubscribe = () => off.forEach((unsubscribe) => unsubscribe());
     this.#scan = setInterval(() => this.kick(), this.settings.scanIntervalMs);
     this.#scan.unref();
     this.kick();
@@ -86,7 +94,7 @@ export class Scheduler {
       const claimed = await claimBatch(this.ctx, this.settings);
       if (claimed.length === 0) break;
       // One scope per batch: its attempts share one profile check per profile.
-      await inDispatchScope(() => this.#launch(claimed), new DispatchScope());
+      await inDispatchScope(() => this.#launch(claimed), new DispatchScope(this.#profiles));
       started += claimed.length;
       if (claimed.length < this.settings.batchSize) break;
     }
