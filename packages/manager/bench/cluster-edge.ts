@@ -51,6 +51,10 @@ export class EdgeVolumes implements SessionVolumes {
     return Promise.resolve(this.#volume(sessionId));
   }
 
+  planned(sessionId: string): SessionVolume {
+    return this.#volume(sessionId);
+  }
+
   get(sessionId: string): Promise<SessionVolume | null> {
     return Promise.resolve(this.#claims.has(sessionId) ? this.#volume(sessionId) : null);
   }

@@ -34,6 +34,18 @@ export class KubernetesSessionVolumes implements SessionVolumes {
     this.#mountPath = `${POD_PATHS.agentHome}/${options.rolloutSubdir ?? 'sessions'}`;
   }
 
+  planned(sessionId: string): SessionVolume {
+    assertSessionId(sessionId);
+    return {
+      pvcName: sessionPvcName(sessionId),
+      namespace: this.#namespace,
+      phase: 'Pending',
+      mountPath: this.#mountPath,
+      storageClass: this.options.storageClass,
+      capacity: this.#capacity,
+    };
+  }
+
   async create(sessionId: string): Promise<SessionVolume> {
     assertSessionId(sessionId);
     const name = sessionPvcName(sessionId);

@@ -17,6 +17,11 @@ export class LocalSessionVolumes implements SessionVolumes {
     private readonly capacity = DEFAULT_SESSION_CAPACITY,
   ) {}
 
+  planned(sessionId: string): SessionVolume {
+    assertSessionId(sessionId);
+    return this.#volume(sessionId, join(this.root, sessionId));
+  }
+
   async create(sessionId: string): Promise<SessionVolume> {
     assertSessionId(sessionId);
     const dir = join(this.root, sessionId);

@@ -20,6 +20,11 @@ export interface SessionVolumes {
   readonly kind: 'local' | 'kubernetes';
   /** Create synchronously (idempotent: an existing volume is returned). */
   create(sessionId: string): Promise<SessionVolume>;
+  /**
+   * The volume `create` will make, named and placed before it exists (its phase as when just
+   * created): records of a session can be written in the same transaction as its run.
+   */
+  planned(sessionId: string): SessionVolume;
   /** The volume, or null when it does not exist (evicted or never created). */
   get(sessionId: string): Promise<SessionVolume | null>;
   /** True when it existed. */

@@ -1,6 +1,7 @@
 import { isServiceError, type DispatchResponse } from '@svc/contracts';
 import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
+import type { Tx } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
 import { checkDispatchable, createAttempts } from '../queue/attempts.js';
 import { prepare } from '../queue/dispatch.js';
@@ -21,14 +22,19 @@ export interface Claimed {
  * to a batch of ready tasks per tenant (`FOR UPDATE SKIP LOCKED`: a task a manual dispatch or
  * cancel holds is passed over, never waited for), pick fairly within every limit and create
  * their attempts as a manual dispatch would, one statement per kind for the whole batch.
- * Returns the claimed attempts; their sessions, runs and runner Jobs are made after the commit.
+ * `write` adds the attempts' further records to the same transaction (their tasks still
+ * locked); returns the claimed attempts and what `write` returned, or null when none.
  */
-export async function claimBatch(ctx: Ctx, settings: SchedulerSettings): Promise<Claimed[]> {
+export async function claimBatch<W>(
+  ctx: Ctx,
+  settings: SchedulerSettings,
+  write: (trx: Tx, claimed: Claimed[]) => Promise<W>,
+): Promise<{ claimed: Claimed[]; written: W } | null> {
   return ctx.db.transaction().execute(async (trx) => {
     await lockCapacity(trx);
     const [limits, use] = await Promise.all([loadLimits(trx, settings), countInUse(trx)]);
     const room = Math.min(settings.batchSize, settings.maxRunning - use.global);
-    if (room <= 0) return [];
+    if (room <= 0) return null;
     const full = [...use.byTenant]
       .filter(([tenant, n]) => {
         const limit = Object.hasOwn(settings.tenants, tenant)
@@ -50,7 +56,7 @@ export async function claimBatch(ctx: Ctx, settings: SchedulerSettings): Promise
         LIMIT ${room}
         FOR UPDATE OF t SKIP LOCKED
       ) c`.execute(trx);
-    if (rows.rows.length === 0) return [];
+    if (rows.rows.length === 0) return null;
     const byId = new Map(rows.rows.map((row) => [row.task_id, row]));
     const byTenant = new Map<string, Candidate[]>();
     for (const row of rows.rows) {
@@ -73,8 +79,10 @@ export async function claimBatch(ctx: Ctx, settings: SchedulerSettings): Promise
       }
       picked.push(before);
     }
+    if (picked.length === 0) return null;
     const made = await createAttempts(trx, picked);
-    return made.map(({ task, attempt }, i) => ({ task, before: picked[i]!, attempt }));
+    const claimed = made.map(({ task, attempt }, i) => ({ task, before: picked[i]!, attempt }));
+    return { claimed, written: await write(trx, claimed) };
   });
 }
 

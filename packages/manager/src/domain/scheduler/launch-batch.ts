@@ -5,7 +5,7 @@ import { commandsCreated, runsCreated } from '../../metrics/registry.js';
 import type { SessionVolume } from '../../sessions/volumes.js';
 import type { CommandRow } from '../../store/commands.js';
 import type { RunRow, Tx } from '../../store/runs.js';
-import { cancelCommand, commandRowOf } from '../commands.js';
+import { commandRowOf } from '../commands.js';
 import type { Ctx } from '../context.js';
 import type { Prepared } from '../queue/dispatch.js';
 import { recordFailure, type QueueDeps } from '../queue/launch.js';
@@ -18,14 +18,13 @@ import { sessionPvcOf } from '../sessions/hooks.js';
 import { sessionRowOf } from '../sessions/sessions.js';
 import type { Claimed } from './claim.js';
 
-/** A claimed attempt of a bootstrapped session, its checks passed and its volume created. */
+/** A claimed attempt of a bootstrapped session, its checks passed. */
 export interface FreshAttempt {
   claimed: Claimed;
   prepared: Prepared;
-  volume: SessionVolume;
 }
 
-/** A written attempt whose runner Job is still to be started. */
+/** A written attempt whose volume and runner Job are still to be created. */
 export interface PendingJob {
   task: TaskRow;
   attempt: AttemptRow;
@@ -33,85 +32,70 @@ export interface PendingJob {
 }
 
 /**
- * The records of a whole batch of fresh attempts in one transaction, one statement per table:
- * what a manual dispatch writes one attempt at a time through the session, send and runner
- * job layers (session, run, turn, runner Job record, the attempt's references), with the same
- * rows and identities: the attemptId is the turn's idempotency key and the runner Job's attempt
- * id. The sessions are new and the runs unseen by anyone, so none of the per-attempt checks
- * for a busy or evicted session apply. Returns the jobs to start; a task cancelled while its
- * attempt was being written gets its turn cancelled instead.
+ * The records of a whole batch of fresh attempts, in the claim's own transaction, one
+ * statement per table: what a manual dispatch writes one attempt at a time through the
+ * session, send and runner job layers (session, run, turn, runner Job record, the attempt's
+ * references), with the same rows and identities: the attemptId is the turn's idempotency key
+ * and the runner Job's attempt id. The sessions are new, the runs unseen by anyone and the
+ * tasks locked by the claim, so none of the per-attempt checks for a busy or evicted session,
+ * or a cancel meanwhile, apply. Each session's volume is named as it will be created, after
+ * the commit and before its Job (see startBatch). Returns the jobs to start.
  */
-export async function writeBatch(
+export async function writeRecords(
   ctx: Ctx,
+  trx: Tx,
   deps: QueueDeps,
   fresh: readonly FreshAttempt[],
 ): Promise<PendingJob[]> {
   if (fresh.length === 0) return [];
-  const built = fresh.map((f) => buildRecords(ctx, f));
-  const written = await ctx.db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('sessions')
-      .values(built.map((b) => b.session))
-      .execute();
-    const runs = await trx
-      .insertInto('runs')
-      .values(built.map((b) => b.run))
-      .returningAll()
-      .execute();
-    const commands = await trx
-      .insertInto('commands')
-      .values(built.map((b) => b.command))
-      .returningAll()
-      .execute();
-    const runById = new Map(runs.map((r) => [r.run_id, r]));
-    const commandById = new Map(commands.map((c) => [c.command_id, c]));
-    // The scheduler asks for no overrides: every job of the batch gets the default image.
-    const { image } = checkJobOverrides(deps.runnerJobs.images, {}, [], {});
-    const jobs = built.map((b) => {
-      const run = runById.get(b.run.run_id)!;
-      const body = { attemptId: b.attempt.attempt_id, commandId: b.command.command_id };
-      const pvc = sessionPvcOf(ctx.config, b.session, b.volume);
-      const spec = jobSpecOf(ctx, deps.runnerJobs, run, body.commandId, body, image, pvc);
-      return { spec, row: jobRowOf(ctx, deps.runnerJobs, spec, body, requestHashOf(body, image)) };
-    });
-    await trx
-      .insertInto('runner_jobs')
-      .values(jobs.map((j) => j.row))
-      .execute();
-    const refs = built.map((b, i) => ({
+  const built = fresh.map((f) =>
+    buildRecords(ctx, f, deps.volumes.planned(f.claimed.attempt.session_id!)),
+  );
+  await trx
+    .insertInto('sessions')
+    .values(built.map((b) => b.session))
+    .execute();
+  const runs = await trx
+    .insertInto('runs')
+    .values(built.map((b) => b.run))
+    .returningAll()
+    .execute();
+  const commands = await trx
+    .insertInto('commands')
+    .values(built.map((b) => b.command))
+    .returningAll()
+    .execute();
+  const runById = new Map(runs.map((r) => [r.run_id, r]));
+  const commandById = new Map(commands.map((c) => [c.command_id, c]));
+  // The scheduler asks for no overrides: every job of the batch gets the default image.
+  const { image } = checkJobOverrides(deps.runnerJobs.images, {}, [], {});
+  const jobs = built.map((b) => {
+    const run = runById.get(b.run.run_id)!;
+    const body = { attemptId: b.attempt.attempt_id, commandId: b.command.command_id };
+    const pvc = sessionPvcOf(ctx.config, b.session, b.volume);
+    const spec = jobSpecOf(ctx, deps.runnerJobs, run, body.commandId, body, image, pvc);
+    return { spec, row: jobRowOf(ctx, deps.runnerJobs, spec, body, requestHashOf(body, image)) };
+  });
+  await trx
+    .insertInto('runner_jobs')
+    .values(jobs.map((j) => j.row))
+    .execute();
+  const attempts = await writeReferences(
+    trx,
+    built.map((b, i) => ({
       b,
       run: runById.get(b.run.run_id)!,
       command: commandById.get(b.command.command_id)!,
       spec: jobs[i]!.spec,
-    }));
-    // Tasks before attempts, as every writer of a task locks them (cancel, refresh).
-    const tasks = await touchTasks(
-      trx,
-      built.map((b) => b.task.task_id),
-    );
-    const attempts = await writeReferences(trx, refs);
-    return { attempts, tasks, specs: jobs.map((j) => j.spec) };
-  });
+    })),
+  );
   runsCreated.inc(fresh.length);
   commandsCreated.inc({ type: 'turn' }, fresh.length);
-  const pending: PendingJob[] = [];
-  built.forEach((b, i) => {
-    const task = written.tasks.get(b.task.task_id)!;
-    const attempt = written.attempts.get(b.attempt.attempt_id)!;
-    // The references are written whatever happened; a cancel that came first shows in the row.
-    if (attempt.state === 'cancelled' || task.state === 'cancelled') {
-      void cancelCommand(ctx, b.command.command_id, 'queue task cancelled during dispatch').catch(
-        (error: unknown) =>
-          ctx.logger.warn(
-            { taskId: task.task_id, err: String(error) },
-            'cancelling a late dispatch failed',
-          ),
-      );
-      return;
-    }
-    pending.push({ task, attempt, spec: written.specs[i]! });
-  });
-  return pending;
+  return built.map((b, i) => ({
+    task: b.task,
+    attempt: attempts.get(b.attempt.attempt_id)!,
+    spec: jobs[i]!.spec,
+  }));
 }
 
 interface Built {
@@ -129,8 +113,8 @@ interface Built {
 }
 
 /** The rows one attempt's dispatch would write, as the session, send and run layers build them. */
-function buildRecords(ctx: Ctx, fresh: FreshAttempt): Built {
-  const { claimed, prepared, volume } = fresh;
+function buildRecords(ctx: Ctx, fresh: FreshAttempt, volume: SessionVolume): Built {
+  const { claimed, prepared } = fresh;
   const { task, attempt } = claimed;
   const sessionId = attempt.session_id!;
   const profile = prepared.profile;
@@ -220,32 +204,10 @@ async function writeReferences(
 }
 
 /**
- * The attempts' references are a change pollers should see: new version and changeSeq. One
- * statement: the task rows locked in id order (no deadlock with another batch), the change
- * numbers taken from the watermark row, held until commit as nextChangeSeq holds it.
- */
-async function touchTasks(trx: Tx, taskIds: string[]): Promise<Map<string, TaskRow>> {
-  const { rows } = await sql<TaskRow>`
-    WITH locked AS (
-      SELECT task_id FROM queue_tasks WHERE task_id = ANY(${taskIds}::text[])
-      ORDER BY task_id FOR UPDATE
-    ), mark AS (
-      UPDATE queue_watermark SET change_seq = change_seq + ${taskIds.length}
-      WHERE id = 1 AND (SELECT count(*) FROM locked) >= 0
-      RETURNING change_seq
-    )
-    UPDATE queue_tasks t SET version = t.version + 1,
-      change_seq = mark.change_seq - ${taskIds.length} + v.ord, updated_at = now()
-    FROM mark, unnest(${taskIds}::text[]) WITH ORDINALITY AS v(task_id, ord)
-    WHERE t.task_id = v.task_id
-    RETURNING t.*`.execute(trx);
-  return new Map(rows.map((row) => [row.task_id, row]));
-}
-
-/**
- * Start the written jobs, each launcher call through `schedule` (the scheduler's launch pool).
- * A launch the launcher refuses fails its attempt as a manual dispatch's would (the job failed
- * with the launcher's reason, the run cancelled); the started ones are recorded together.
+ * Create each written attempt's session volume, then start its runner Job, each through
+ * `schedule` (the scheduler's launch pool). A refusal of either fails the attempt as a manual
+ * dispatch's would (the job failed with the launcher's reason, the run cancelled); the started
+ * ones are recorded together.
  */
 export async function startBatch(
   ctx: Ctx,
@@ -256,6 +218,18 @@ export async function startBatch(
   const outcomes = await Promise.all(
     jobs.map((job) =>
       schedule(async () => {
+        const sessionId = job.attempt.session_id!;
+        try {
+          await deps.volumes.create(sessionId);
+        } catch (error) {
+          // As for a session created by hand: no run goes on without its session's volume.
+          const failure = new ServiceError(
+            'infra-failed',
+            `the volume of session ${sessionId} could not be created: ${error instanceof Error ? error.message : String(error)}`,
+          );
+          await recordFailure(ctx, job.task.task_id, job.attempt, failure);
+          return null;
+        }
         try {
           const row = {
             runner_job_id: job.spec.runnerJobId,
@@ -292,40 +266,4 @@ export async function startBatch(
       ) AS v(attempt_id, phase)
       WHERE a.attempt_id = v.attempt_id AND a.runner_phase = 'pending'`.execute(trx);
   });
-}
-
-/** Create the sessions' volumes, at most `limit` at a time; a failure fails that attempt. */
-export async function createVolumes(
-  ctx: Ctx,
-  deps: QueueDeps,
-  items: ReadonlyArray<{ claimed: Claimed; prepared: Prepared }>,
-  limit: number,
-): Promise<FreshAttempt[]> {
-  const fresh: FreshAttempt[] = [];
-  await eachLimited(items, limit, async (item) => {
-    const sessionId = item.claimed.attempt.session_id!;
-    try {
-      fresh.push({ ...item, volume: await deps.volumes.create(sessionId) });
-    } catch (error) {
-      // As for a session created by hand: no session without its volume.
-      const failure = new ServiceError(
-        'infra-failed',
-        `the volume of session ${sessionId} could not be created: ${error instanceof Error ? error.message : String(error)}`,
-      );
-      await recordFailure(ctx, item.claimed.task.task_id, item.claimed.attempt, failure);
-    }
-  });
-  return fresh;
-}
-
-async function eachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }

@@ -1,18 +1,26 @@
 import type { SchedulerSettings } from '../../config.js';
+import { sql } from 'kysely';
 import type { Logger } from '../../logging.js';
+import type { Tx } from '../../store/runs.js';
 import { QUEUE_SUBMIT_KEY, QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import type { Ctx } from '../context.js';
 import { DispatchScope, inDispatchScope, UsableProfiles } from '../dispatch-scope.js';
 import type { QueueDeps } from '../queue/launch.js';
-import { prepare, type Prepared } from '../queue/dispatch.js';
+import { prepare } from '../queue/dispatch.js';
 import { claimBatch, startClaimed, type Claimed } from './claim.js';
-import { createVolumes, startBatch, writeBatch, type PendingJob } from './launch-batch.js';
+import { startBatch, writeRecords, type FreshAttempt, type PendingJob } from './launch-batch.js';
 import { runJudges } from './judge.js';
 import { LaunchPool } from './launch-pool.js';
 import { Serial } from './serial.js';
 import { replaceLostRunners } from './replacement.js';
 import { requeueRetries, settleEnded } from './retry.js';
 import { nextDueAt } from './view.js';
+
+/** What a claim leaves to do after its commit. */
+interface Written {
+  single: Claimed[];
+  jobs: PendingJob[];
+}
 
 /** How long a provider profile found usable is taken as usable by the next batches. */
 const PROFILE_RECHECK_MS = 1_000;
@@ -91,45 +99,56 @@ export class Scheduler {
     while (!this.#stopped) {
       // At most one batch claimed and not yet started (a crash leaves no more than that).
       await this.#launches.started();
-      const claimed = await claimBatch(this.ctx, this.settings);
-      if (claimed.length === 0) break;
       // One scope per batch: its attempts share one profile check per profile.
-      await inDispatchScope(() => this.#launch(claimed), new DispatchScope(this.#profiles));
-      started += claimed.length;
-      if (claimed.length < this.settings.batchSize) break;
+      const batch = await inDispatchScope(
+        () => claimBatch(this.ctx, this.settings, (trx, claimed) => this.#write(trx, claimed)),
+        new DispatchScope(this.#profiles),
+      );
+      if (!batch) break;
+      this.#launch(batch.written);
+      started += batch.claimed.length;
+      if (batch.claimed.length < this.settings.batchSize) break;
     }
     return started;
   }
 
   /**
-   * Attempts on sessions of their own (the common case) are written together (see
-   * launch-batch.ts); an attempt on a task's named session, or one whose checks refuse, goes
-   * the one-at-a-time way, which puts a refused task back unspent.
+   * In the claim's transaction: attempts on sessions of their own (the common case) get their
+   * records written together (see launch-batch.ts). An attempt on a task's named session, one
+   * whose checks refuse, or every one of a batch whose records could not be written, goes the
+   * one-at-a-time way after the commit, which puts a refused task back unspent.
    */
-  async #launch(claimed: readonly Claimed[]): Promise<void> {
+  async #write(trx: Tx, claimed: readonly Claimed[]): Promise<Written> {
     const { ctx, deps } = this;
     const single: Claimed[] = [];
-    const checked: Array<{ claimed: Claimed; prepared: Prepared }> = [];
+    const fresh: FreshAttempt[] = [];
     for (const c of claimed) {
       if (c.attempt.session_origin !== 'bootstrapped') single.push(c);
       else
         await prepare(ctx, deps, c.task, {}).then(
-          (prepared) => checked.push({ claimed: c, prepared }),
+          (prepared) => fresh.push({ claimed: c, prepared }),
           () => single.push(c),
         );
     }
-    const one = (c: Claimed) => this.#launches.add(() => startClaimed(ctx, deps, c));
-    single.forEach((c) => void one(c));
-    const fresh = await createVolumes(ctx, deps, checked, this.settings.launchConcurrency);
-    let jobs: PendingJob[];
+    if (fresh.length === 0) return { single, jobs: [] };
+    await sql`SAVEPOINT batch_records`.execute(trx);
     try {
-      jobs = await writeBatch(ctx, deps, fresh);
+      const jobs = await writeRecords(ctx, trx, deps, fresh);
+      await sql`RELEASE SAVEPOINT batch_records`.execute(trx);
+      return { single, jobs };
     } catch (error) {
-      // Nothing of the batch was written: each attempt goes the one-at-a-time way instead.
+      // The attempts stand; their records are made one at a time instead.
+      await sql`ROLLBACK TO SAVEPOINT batch_records`.execute(trx);
       this.logger.warn({ err: String(error) }, 'writing a batch failed; launching one by one');
-      fresh.forEach((f) => void one(f.claimed));
-      return;
+      return { single: [...single, ...fresh.map((f) => f.claimed)], jobs: [] };
     }
+  }
+
+  /** After the commit: the one-at-a-time launches and the batch's volumes and Jobs. */
+  #launch({ single, jobs }: Written): void {
+    const { ctx, deps } = this;
+    for (const c of single) void this.#launches.add(() => startClaimed(ctx, deps, c));
+    if (jobs.length === 0) return;
     const starting = startBatch(ctx, deps, jobs, (launch) => this.#launches.add(launch))
       .catch((error: unknown) =>
         this.logger.warn({ err: String(error) }, 'recording started runner jobs failed'),
