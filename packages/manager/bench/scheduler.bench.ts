@@ -67,19 +67,8 @@ async function ourLatency(): Promise<number[]> {
     for (let i = 0; i < LATENCY_SAMPLES + 10; i++) {
       const before = jobsCreated(fake);
       const started = performance.now();
-      console.error('T', started.toFixed(2), 'submit');
       await submit(t, taskBodyFor(i));
-      console.error('T', performance.now().toFixed(2), 'submitted');
       await until(() => jobsCreated(fake) > before);
-      console.error(
-        'T',
-        performance.now().toFixed(2),
-        'job',
-        fake.requests
-          .slice(-6)
-          .map((r) => r.method + ' ' + r.path.split('/').slice(-2).join('/'))
-          .join(', '),
-      );
       if (i >= 10) samples.push(performance.now() - started); // the first ten warm up
     }
     return samples;
