@@ -1,7 +1,11 @@
 // Only the runner's work-ready module: the rest of the runner has no place in the manager.
 import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/runner/work-ready';
 import type { WorkReadySummary } from '@svc/contracts';
+import { join } from 'node:path';
 import type { ManagerConfig } from './config.js';
+
+/** Where the tool versions probed on this host are kept, for the manager and local runners. */
+export const workReadyCacheFile = (dataDir: string) => join(dataDir, 'work-ready-cache.json');
 
 /**
  * The work-ready summary a runner Job will have, before any runner reports its own: for the
@@ -25,6 +29,8 @@ export async function expectedWorkReady(config: ManagerConfig): Promise<WorkRead
   const detected = await detectWorkReady({
     tools: DEFAULT_BASE_TOOLS.map((tool) => ({ ...tool, required: required.has(tool.name) })),
     timeoutMs: 3000,
+    // Local runners run on this host: what is probed here is what they would find.
+    cacheFile: workReadyCacheFile(config.dataDir),
   });
   return {
     tools: detected.tools.map(({ name, version, required: req, present }) => ({

@@ -51,6 +51,8 @@ export interface RunnerConfig {
   logFormat: LogFormat;
   /** Base tools the runner refuses to start without (infra-failed). */
   requiredTools: string[];
+  /** Tool versions probed on this host before (SVC_WORK_READY_CACHE; the local launcher's). */
+  workReadyCache: string | null;
   /** The service's own tools (tran, trans, apply_patch), linked into every run's PATH. */
   serviceToolsDir: string | null;
   assembly: AssemblyEnvConfig;
@@ -136,6 +138,7 @@ export function loadRunnerConfig(env: Env = process.env): RunnerConfig {
     logLevel: r.string('LOG_LEVEL', 'info'),
     logFormat: r.oneOf('LOG_FORMAT', ['json', 'pretty'] as const, defaultLogFormat()),
     requiredTools: r.list('SVC_REQUIRED_TOOLS', ['git', 'node']),
+    workReadyCache: r.optional('SVC_WORK_READY_CACHE') ?? null,
     serviceToolsDir: r.optional('SVC_SERVICE_TOOLS_DIR') ?? defaultServiceTools(),
     assembly: assemblyFromEnv(r, env),
   };

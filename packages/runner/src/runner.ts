@@ -88,7 +88,10 @@ export class Runner {
       ...tool,
       required: this.config.requiredTools.includes(tool.name),
     }));
-    const workReady = await detectWorkReady({ tools: specs });
+    const workReady = await detectWorkReady({
+      tools: specs,
+      cacheFile: this.config.workReadyCache,
+    });
     const registration = await this.client.register({
       runId: this.config.runId,
       runnerId: this.runnerId,

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { ServiceError } from '@svc/contracts';
 import {
@@ -106,5 +107,36 @@ describe('work-ready summary', () => {
     assert.equal(parseVersion('Client Version: v1.31.2\nKustomize Version: v5.4.2'), '1.31.2');
     assert.equal(parseVersion('jq-1.6'), '1.6');
     assert.equal(parseVersion('no digits'), null);
+  });
+  it('probes a tool once per host while its file is unchanged, again once it changes', async () => {
+    const dir = join(root, 'cached');
+    const counter = join(root, 'cached-runs');
+    writeFiles(dir, {
+      'counted-cli': {
+        content: `#!/bin/sh\necho run >> ${counter}\necho "counted-cli 1.2.3"\n`,
+        mode: 0o755,
+      },
+    });
+    const cacheFile = join(root, 'cache', 'work-ready.json');
+    const tools = [{ name: 'counted-cli', versionArgs: ['--version'], required: true }];
+    const runs = () => readFileSync(counter, 'utf8').trim().split('\n').length;
+    const first = await detectWorkReady({ tools, pathEnv: dir, cacheFile });
+    const second = await detectWorkReady({ tools, pathEnv: dir, cacheFile });
+    assert.equal(first.tools[0]!.version, '1.2.3');
+    assert.deepEqual(second.tools, first.tools, 'the same facts from the cache');
+    assert.equal(runs(), 1, 'the second detection ran nothing');
+    // A new build of the tool (another size and time) is probed afresh.
+    writeFiles(dir, {
+      'counted-cli': {
+        content: `#!/bin/sh\necho run >> ${counter}\necho "counted-cli 2.0.0 (rebuilt)"\n`,
+        mode: 0o755,
+      },
+    });
+    const third = await detectWorkReady({ tools, pathEnv: dir, cacheFile });
+    assert.equal(third.tools[0]!.version, '2.0.0');
+    assert.equal(runs(), 2);
+    // Without a cache file every detection probes.
+    await detectWorkReady({ tools, pathEnv: dir });
+    assert.equal(runs(), 3);
   });
 });

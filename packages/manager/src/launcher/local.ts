@@ -2,8 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Logger } from '../logging.js';
+import { workReadyCacheFile } from '../work-ready.js';
 import { endLocalJobs } from './local-cleanup.js';
 import { runnerEnvironment } from './runner-env.js';
 import { parseTransientEnv, TRANSIENT_ENV_KEY } from './transient-env-file.js';
@@ -86,6 +87,8 @@ export class LocalLauncher implements Launcher {
         spec.sessionPvc?.namespace ?? this.namespace,
       ),
     );
+    // Runners of one host share what its tools answered (see detectWorkReady).
+    env['SVC_WORK_READY_CACHE'] = workReadyCacheFile(dirname(this.options.jobsRoot));
     return env;
   }
 

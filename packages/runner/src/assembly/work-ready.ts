@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
-import { access, stat } from 'node:fs/promises';
+import { access, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
-import { delimiter, isAbsolute, join } from 'node:path';
+import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { ServiceError } from '@svc/contracts';
 
 /**
@@ -51,20 +51,70 @@ export interface DetectOptions {
   /** PATH to search; default process.env.PATH. */
   pathEnv?: string | undefined;
   timeoutMs?: number;
+  /**
+   * A file of versions already probed on this host (SVC_WORK_READY_CACHE): local runners share
+   * one host, and probing ten tools (an `npm`, a version-manager shim) costs each of them
+   * seconds when many start together. An entry holds while the tool's file keeps its path,
+   * size and modification time.
+   */
+  cacheFile?: string | null;
 }
 
 export async function detectWorkReady(options: DetectOptions = {}): Promise<WorkReadySummary> {
   const specs = options.tools ?? DEFAULT_BASE_TOOLS;
   const pathEnv = options.pathEnv ?? process.env['PATH'] ?? '';
   const timeoutMs = options.timeoutMs ?? 5000;
+  const cache = options.cacheFile ? await readCache(options.cacheFile) : null;
+  let probed = false;
   const tools = await Promise.all(
     specs.map(async (spec): Promise<BaseToolFact> => {
       const path = await which(spec.name, pathEnv);
-      const version = path ? await versionOf(path, spec.versionArgs, pathEnv, timeoutMs) : null;
+      let version: string | null = null;
+      if (path) {
+        const key = cache ? await cacheKey(path, spec.versionArgs) : null;
+        if (key && cache && Object.hasOwn(cache, key)) version = cache[key] ?? null;
+        else {
+          version = await versionOf(path, spec.versionArgs, pathEnv, timeoutMs);
+          // A probe that timed out is not remembered: the next runner tries again.
+          if (key && cache && version !== null) {
+            cache[key] = version;
+            probed = true;
+          }
+        }
+      }
       return { name: spec.name, version, path, required: spec.required, present: path !== null };
     }),
   );
+  if (probed && cache && options.cacheFile) await writeCache(options.cacheFile, cache);
   return { tools, dependencyPolicy: 'preinstalled-image-only', valuesPrinted: false };
+}
+
+async function cacheKey(path: string, args: readonly string[]): Promise<string | null> {
+  const info = await stat(path).catch(() => null);
+  return info ? JSON.stringify([path, info.size, info.mtimeMs, args]) : null;
+}
+
+async function readCache(file: string): Promise<Record<string, string>> {
+  try {
+    const parsed: unknown = JSON.parse(await readFile(file, 'utf8'));
+    return parsed && typeof parsed === 'object' && !Array.isArray(parsed)
+      ? (parsed as Record<string, string>)
+      : {};
+  } catch {
+    return {}; // none yet, or unreadable: probe
+  }
+}
+
+/** Written whole and renamed into place: a runner never reads half a file. */
+async function writeCache(file: string, cache: Record<string, string>): Promise<void> {
+  const temp = `${file}.${process.pid}.tmp`;
+  try {
+    await mkdir(dirname(file), { recursive: true });
+    await writeFile(temp, JSON.stringify(cache), { mode: 0o600 });
+    await rename(temp, file);
+  } catch {
+    // A cache that cannot be written only costs the next runner its own probes.
+  }
 }
 
 /** The runner's start smoke check: every required tool present, else `infra-failed`. */

@@ -4,6 +4,7 @@ import {
   ServiceError,
   type DispatchBody,
   type DispatchResponse,
+  type RunBase,
   type SendResponse,
   type WorkReadySummary,
 } from '@svc/contracts';
@@ -61,15 +62,7 @@ export async function launchAttempt(
     const sent = await sendToSession(ctx, { runnerJobs: deps.runnerJobs }, sessionId, {
       payload: prepared.payload,
       backendProfile: prepared.profile,
-      runBase: {
-        ...prepared.runBase,
-        metadata: {
-          ...prepared.runBase.metadata,
-          queueTaskId: task.task_id,
-          queueAttemptId: attempt.attempt_id,
-          queue: task.queue,
-        },
-      },
+      runBase: attemptRunBase(prepared, task, attempt),
       runnerJob: { ...(body.runnerJob ?? {}), attemptId: attempt.attempt_id },
       idempotencyKey: attempt.attempt_id,
     });
@@ -78,6 +71,19 @@ export async function launchAttempt(
     await recordFailure(ctx, task.task_id, attempt, error);
     throw error;
   }
+}
+
+/** An attempt's run base: the task's own, tagged with the task and attempt it serves. */
+export function attemptRunBase(prepared: Prepared, task: TaskRow, attempt: AttemptRow): RunBase {
+  return {
+    ...prepared.runBase,
+    metadata: {
+      ...prepared.runBase.metadata,
+      queueTaskId: task.task_id,
+      queueAttemptId: attempt.attempt_id,
+      queue: task.queue,
+    },
+  };
 }
 
 async function recordLaunch(

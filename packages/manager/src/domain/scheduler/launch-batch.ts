@@ -8,7 +8,7 @@ import type { RunRow, Tx } from '../../store/runs.js';
 import { commandRowOf } from '../commands.js';
 import type { Ctx } from '../context.js';
 import type { Prepared } from '../queue/dispatch.js';
-import { recordFailure, type QueueDeps } from '../queue/launch.js';
+import { attemptRunBase, recordFailure, type QueueDeps } from '../queue/launch.js';
 import { supervisorSnapshot } from '../queue/outcome.js';
 import type { AttemptRow, TaskRow } from '../queue/store.js';
 import { checkJobOverrides } from '../runner-jobs/overrides.js';
@@ -118,16 +118,7 @@ function buildRecords(ctx: Ctx, fresh: FreshAttempt, volume: SessionVolume): Bui
   const { task, attempt } = claimed;
   const sessionId = attempt.session_id!;
   const profile = prepared.profile;
-  // What launchAttempt sends: the task's run base, tagged with the attempt it serves.
-  const runBase = {
-    ...prepared.runBase,
-    metadata: {
-      ...prepared.runBase.metadata,
-      queueTaskId: task.task_id,
-      queueAttemptId: attempt.attempt_id,
-      queue: task.queue,
-    },
-  };
+  const runBase = attemptRunBase(prepared, task, attempt);
   const runnerJob = { attemptId: attempt.attempt_id };
   const sessionRef: SessionRef = { sessionId, conversationId: null, threadId: null };
   const run = runRowOf(
