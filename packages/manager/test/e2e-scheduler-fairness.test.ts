@@ -77,7 +77,7 @@ describe('scheduler capacity and fair share with real runners', () => {
             WHERE state NOT IN ('completed', 'failed', 'blocked', 'cancelled')`.execute(db);
           return row.rows[0]!.open === 0;
         },
-        480_000,
+        560_000,
       );
     } finally {
       sampling = false;

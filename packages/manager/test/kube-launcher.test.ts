@@ -59,7 +59,10 @@ describe('KubernetesLauncher.render', () => {
       inherit: [],
     }).render(spec) as { env: Record<string, string> };
     const env = containerEnv((rig.launcher.render(spec) as any).job);
-    const localNames = Object.keys(local.env).filter((n) => n !== 'SVC_JOB_DIR');
+    // Host-only: a local job's directory, and the tool probes shared by the runners of a host
+    // (a pod probes its own image once).
+    const hostOnly = ['SVC_JOB_DIR', 'SVC_WORK_READY_CACHE'];
+    const localNames = Object.keys(local.env).filter((n) => !hostOnly.includes(n));
     assert.deepEqual(
       localNames.filter((n) => !(n in env)),
       [],
