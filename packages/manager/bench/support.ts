@@ -46,7 +46,11 @@ export async function startManagerProcess(
   // The same node flags as `npm start` and the deployment.
   const child = spawn(
     process.execPath,
-    ['--max-semi-space-size=8', join(import.meta.dirname, '../dist/server.js')],
+    [
+      ...(process.env.BENCH_MANAGER_FLAGS?.split(' ') ?? []),
+      '--max-semi-space-size=8',
+      join(import.meta.dirname, '../dist/server.js'),
+    ],
     {
       env: {
         ...process.env,

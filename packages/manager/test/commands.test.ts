@@ -218,6 +218,53 @@ describe('commands', () => {
     assert.equal(after.length, events.length, 'refused requests stored nothing');
   });
 
+  it('ends a command once when terminal reports race their retries and a cancel', async () => {
+    for (let round = 0; round < 4; round++) {
+      const runId = await newRun();
+      const commandId = (await turn(runId)).body.commandId;
+      const runner = new TestRunner(t, `rnr-race${round}0001`, runId);
+      await runner.claim();
+      await runner.poll();
+      await runner.ack(commandId);
+      await runner.finish(commandId, 'running', { threadId: `thr-race-${round}` });
+      const last = { key: `race${round}:1`, commandId, category: 'system', data: { round } };
+      const answers = await Promise.all([
+        ...Array.from({ length: 6 }, (_, i) =>
+          runner.finish(commandId, i % 2 ? 'failed' : 'completed', {
+            events: [last],
+            ...(i % 2 ? { failureKind: 'backend-failed', message: 'gave up' } : {}),
+          }),
+        ),
+        t.api('POST', `/api/v1/commands/${commandId}/cancel`, { reason: 'race' }),
+      ]);
+      for (const answer of answers) assert.equal(answer.status, 200, answer.raw);
+      const command = (await t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`)).body;
+      const events = (await t.api('GET', `/api/v1/runs/${runId}/events?limit=1000`)).body.events;
+      const terminal = events.filter((e: any) => e.category === 'terminal_status');
+      assert.equal(terminal.length, 1, 'one terminal_status event whoever won');
+      assert.equal(terminal[0].data.status, command.state, 'the event and the command agree');
+      assert.ok(
+        answers.every((a) => a.body.state === command.state),
+        'every answer shows the one outcome',
+      );
+      assert.ok(events.filter((e: any) => e.key === last.key).length <= 1, 'a key is stored once');
+      assert.deepEqual(
+        events.map((e: any) => e.seq),
+        events.map((_: unknown, i: number) => i + 1),
+        'seqs stay contiguous',
+      );
+      if (command.state !== 'cancelled') {
+        assert.equal(terminal[0].data.threadId, `thr-race-${round}`, 'thread from the command');
+        assert.equal(terminal[0].data.via, 'runner');
+        assert.ok(
+          events.findIndex((e: any) => e.key === last.key) <
+            events.findIndex((e: any) => e.category === 'terminal_status'),
+          "the runner's last event precedes the terminal event",
+        );
+      }
+    }
+  });
+
   it('lets only the lease owner take delivery, acknowledge and report', async () => {
     const runId = await newRun();
     const created = await turn(runId);

@@ -26,6 +26,7 @@ import { lockRunOfCommand, type Executor, type RunRow, type Tx } from '../store/
 import { runWakeKey } from '../store/wakeups.js';
 import { commandsCreated } from '../metrics/registry.js';
 import { expireCommands } from './command-expiry.js';
+import { finishReported } from './command-finish.js';
 import { checkCommandPayload } from './command-payload.js';
 import type { Ctx } from './context.js';
 import { managerEvent, writeEvents } from './event-log.js';
@@ -254,6 +255,15 @@ export async function reportCommandStatus(
   const events = statusEvents(body);
   if (state === 'running') return reportProgress(ctx, commandId, body, events, leaseToken);
   const failureKind = normalizeOutcome(state, body.failureKind);
+  const fast = await finishReported(
+    ctx,
+    commandId,
+    body,
+    { state, failureKind },
+    events,
+    leaseToken,
+  );
+  if (fast) return toCommand(fast);
   const row = await withLockedCommand(ctx, commandId, async (trx, run, command) => {
     if (events.length > 0) assertLeaseOwner(run, body.runnerId, leaseToken);
     if (isTerminalCommand(command.state)) {

@@ -108,7 +108,9 @@ export const QUEUE_WAKE_KEY = 'queue';
 /** Wakes the scheduler's claims only: a task was submitted (nothing ended, nothing to settle). */
 export const QUEUE_SUBMIT_KEY = 'queue:submitted';
 /** New events of a run (clients long-polling or streaming them, result waits). */
-export const eventsWakeKey = (runId: string) => `events:${runId}`;
+export const eventsWakeKey = (runId: string) => `${EVENTS_WAKE_PREFIX}${runId}`;
+/** The events wake-up's key before the run id (for SQL that knows the run only itself). */
+export const EVENTS_WAKE_PREFIX = 'events:';
 
 /**
  * A wake-up sent when the caller's transaction commits, never before: NOTIFY is transactional,

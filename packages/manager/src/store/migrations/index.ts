@@ -11,6 +11,7 @@ import * as runListing from './0009-run-listing.js';
 import * as scheduler from './0010-scheduler.js';
 import * as queueCounters from './0014-queue-counters.js';
 import * as appendFunction from './0015-append-function.js';
+import * as finishFunction from './0016-finish-function.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -26,6 +27,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0010-scheduler': scheduler,
   '0014-queue-counters': queueCounters,
   '0015-append-function': appendFunction,
+  '0016-finish-function': finishFunction,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
