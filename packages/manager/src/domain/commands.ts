@@ -6,6 +6,7 @@ import {
   RUN_BLOCKING_KINDS,
   ServiceError,
   TERMINAL_COMMAND_STATES,
+  TERMINAL_RUN_STATES,
   type Command,
   type CommandCreateBody,
   type CommandStatusBody,
@@ -19,6 +20,7 @@ import {
   type CommandRow,
 } from '../store/commands.js';
 import { acknowledge } from '../store/command-ack.js';
+import { createFresh } from '../store/create-fresh.js';
 import type { NewEvent } from '../store/events.js';
 import { json } from '../store/json.js';
 import type { CommandsTable } from '../store/schema.js';
@@ -58,6 +60,11 @@ export async function createCommand(
   const payload = body.payload ?? {};
   const hash = payloadHash({ type: body.type, payload });
   await ctx.hooks.checkRunStorage?.(runId);
+  const fresh = await createPlain(ctx, runId, body, options.requestHash ?? null);
+  if (fresh) {
+    commandsCreated.inc({ type: fresh.type });
+    return { command: toCommand(fresh), created: true };
+  }
   const result = await ctx.db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, runId);
     if (body.idempotencyKey) {
@@ -102,6 +109,32 @@ export async function createCommand(
   });
   if (result.created) commandsCreated.inc({ type: result.row.type });
   return { command: toCommand(result.row), created: result.created };
+}
+
+/**
+ * A turn or resume on a plain run, the common case, in one statement (`createFresh`): its
+ * payload checked here (it names no profile, so the run's is not needed), the run's state, its
+ * lock and the key checked in the statement. Undefined when the general path must decide: a
+ * steer or interrupt (their target is resolved under the lock), a payload it refuses (the
+ * general path orders a key's answer before the payload's), or any case the statement declines.
+ */
+async function createPlain(
+  ctx: Ctx,
+  runId: string,
+  body: CommandCreateBody,
+  requestHash: string | null,
+): Promise<CommandRow | undefined> {
+  const payload = body.payload ?? {};
+  if (body.type !== 'turn' && body.type !== 'resume') return undefined;
+  if (['backendProfile', 'providerProfile', 'profile'].some((k) => payload[k] !== undefined))
+    return undefined;
+  try {
+    checkCommandPayload(body.type, payload, '');
+  } catch {
+    return undefined;
+  }
+  const record = commandRowOf(ctx, runId, 0, body, { requestHash, target: null });
+  return createFresh(ctx.db, record, payload, true, TERMINAL_RUN_STATES, runWakeKey(runId));
 }
 
 /** A new command's record, `accepted`, expiring after the command TTL. */

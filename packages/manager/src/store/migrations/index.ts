@@ -12,6 +12,7 @@ import * as scheduler from './0010-scheduler.js';
 import * as queueCounters from './0014-queue-counters.js';
 import * as appendFunction from './0015-append-function.js';
 import * as finishFunction from './0016-finish-function.js';
+import * as createFunction from './0017-create-function.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -28,6 +29,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0014-queue-counters': queueCounters,
   '0015-append-function': appendFunction,
   '0016-finish-function': finishFunction,
+  '0017-create-function': createFunction,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
