@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import {
   DEFAULT_MAX_ATTEMPTS,
   newId,
@@ -9,7 +10,7 @@ import {
 } from '@svc/contracts';
 import { json } from '../../store/json.js';
 import type { Ctx } from '../context.js';
-import { QUEUE_SUBMIT_KEY } from '../../store/wakeups.js';
+import { QUEUE_SUBMIT_KEY, WAKE_CHANNEL } from '../../store/wakeups.js';
 import {
   checkSessionRef,
   checkTaskInputs,
@@ -19,6 +20,7 @@ import {
 } from './inputs.js';
 import { schedulingColumns } from '../scheduler/task-policy.js';
 import { findTask, nextChangeSeq } from './store.js';
+import { toTask } from './records.js';
 import { getTask } from './views.js';
 
 export type SubmitOutcome =
@@ -108,31 +110,41 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
 
   const inserted = await ctx.db.transaction().execute(async (trx) => {
     const seq = await nextChangeSeq(trx);
-    const task = await trx
+    // The schedulers' wake-up rides on the insert (NOTIFY is sent on commit): no round trip
+    // of its own, and none for a resubmission that inserts nothing.
+    const written = await trx
       .insertInto('queue_tasks')
       .values({ ...row, change_seq: seq, enqueue_seq: seq })
       .onConflict((oc) => oc.column('task_id').doNothing())
       .returningAll()
+      .returning(sql<string>`pg_notify(${WAKE_CHANNEL}, ${QUEUE_SUBMIT_KEY})::text`.as('woke'))
       .executeTakeFirst();
-    if (!task) return null;
-    if (references.length > 0)
-      await trx
-        .insertInto('queue_task_references')
-        .values(
-          references.map((r, position) => ({
-            task_id: task.task_id,
-            position,
-            kind: r.kind,
-            ref: r.ref,
-            url: r.url ?? null,
-            title: r.title ?? null,
-          })),
-        )
-        .execute();
-    return task;
+    if (!written) return null;
+    const { woke: _woke, ...task } = written;
+    const stored =
+      references.length === 0
+        ? []
+        : await trx
+            .insertInto('queue_task_references')
+            .values(
+              references.map((r, position) => ({
+                task_id: task.task_id,
+                position,
+                kind: r.kind,
+                ref: r.ref,
+                url: r.url ?? null,
+                title: r.title ?? null,
+              })),
+            )
+            .returningAll()
+            .execute();
+    return { task, stored };
   });
   // A racing submit of the same id won: answer like a resubmission.
   if (!inserted) return submitTask(ctx, body);
-  await ctx.wakeups.publish(QUEUE_SUBMIT_KEY);
-  return { kind: 'task', task: await getTask(ctx, inserted.task_id), created: true };
+  // This replica's scheduler starts now, not when the NOTIFY comes back.
+  ctx.wakeups.committed(QUEUE_SUBMIT_KEY);
+  // The task as this transaction wrote it: new, no attempt or judge run yet.
+  const task = toTask(inserted.task, null, inserted.stored, [], ctx.config.scheduler);
+  return { kind: 'task', task, created: true };
 }
