@@ -116,3 +116,34 @@ describe('scheduler: capacity, fair share, manual dispatch', () => {
     await endAttempt(t, attempt, 'completed');
   });
 });
+
+describe('scheduler: provider profiles it found usable', () => {
+  let rig: QueueRig;
+  before(async () => {
+    rig = await startQueueRig({ env: { ...FAST_SCHEDULER, SVC_SCHEDULER_MAX_RUNNING: '50' } });
+  });
+  after(() => rig.close());
+
+  it('stops starting tasks on a removed profile within a second, spending no attempt', async () => {
+    const { t } = rig;
+    const first = await submit(t);
+    await startedAttempt(t, first.taskId);
+    const removed = await t.api('DELETE', '/api/v1/provider-profiles/builtin-a');
+    assert.equal(removed.body.removed, true, removed.raw);
+    // Past the second for which a profile found usable is taken as usable.
+    await new Promise((r) => setTimeout(r, 1_200));
+    const held = await submit(t);
+    await waitFor('the task deferred', async () => {
+      const task = await show(t, held.taskId);
+      return task.scheduling.lastRefusal !== null;
+    });
+    const task = await show(t, held.taskId);
+    assert.equal(task.state, 'queued');
+    assert.equal(task.counters.attempts, 0, 'a refused start spends no attempt');
+    assert.equal(task.latestAttempt, null);
+    assert.equal(task.scheduling.lastRefusal.failureKind, 'secret-unavailable');
+    // Configured again, the profile is usable again: the deferred task starts by itself.
+    await t.configureProfile('builtin-a');
+    await startedAttempt(t, held.taskId);
+  });
+});
