@@ -23,6 +23,9 @@ import { Scheduler } from './domain/scheduler/scheduler.js';
 import { foldQueueCounters } from './domain/queue/counters.js';
 import { DrainState } from './http/drain.js';
 
+/** The accept queue asked of the kernel (see the listen call). */
+const LISTEN_BACKLOG = 4096;
+
 export interface RunningManager extends BuiltApp {
   url: string;
   store: Store;
@@ -173,7 +176,10 @@ export async function startManager(
 
   let url = '';
   if (options.listen !== false) {
-    url = await built.app.listen({ host: config.host, port: config.port });
+    // A fleet of runners opens its connections in bursts (a restart, a deploy): Node's default
+    // accept queue of 511 overflows, and every connection dropped there waits out a SYN
+    // retransmission (1 s, then 3 s, 7 s...). The kernel caps this at net.core.somaxconn.
+    url = await built.app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
     listeningUrl = url;
     logger.info({ url }, 'run manager listening');
   }
