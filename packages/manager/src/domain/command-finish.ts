@@ -7,7 +7,7 @@ import { lockRunOfCommand } from '../store/runs.js';
 import { eventsAppended } from '../metrics/registry.js';
 import { tokenHash } from './caller-tokens.js';
 import type { Ctx } from './context.js';
-import { managerEvent } from './event-log.js';
+import { terminalEvent, terminalKeyOf } from './event-log.js';
 
 const TERMINAL = new Set<string>(TERMINAL_COMMAND_STATES);
 
@@ -28,7 +28,7 @@ export async function finishReported(
 ): Promise<CommandRow | undefined> {
   const { state } = outcome;
   if (state === 'running' || state === 'blocked' || leaseToken === undefined) return undefined;
-  const terminalKey = `terminal:${commandId}`;
+  const terminalKey = terminalKeyOf(commandId);
   const keys = events.map((e) => e.key).filter((k): k is string => k !== null);
   if (
     events.some((e) => e.commandId !== null && e.commandId !== commandId) ||
@@ -36,7 +36,7 @@ export async function finishReported(
     new Set(keys).size !== keys.length
   )
     return undefined;
-  const details = state !== 'completed' && body.details ? { ...body.details } : undefined;
+  const details = reportedDetails(body);
   const finish: FreshFinish = {
     commandId,
     runnerId: body.runnerId,
@@ -46,21 +46,14 @@ export async function finishReported(
     message: body.message ?? null,
     threadId: body.threadId ?? null,
     turnId: body.turnId ?? null,
-    steerDelivery: body.steerDelivery
-      ? json({
-          forwarded: body.steerDelivery.forwarded,
-          accepted: body.steerDelivery.accepted,
-          targetTurnId: body.steerDelivery.targetTurnId ?? null,
-          message: body.steerDelivery.message ?? null,
-        })
-      : null,
+    steerDelivery: reportedSteer(body) ?? null,
     events: [
       ...events,
-      managerEvent('terminal_status', 'command.terminal', terminalKey, commandId, {
+      // Null ids are filled from the command in the same statement.
+      terminalEvent(commandId, {
         status: state,
         failureKind: outcome.failureKind,
         message: body.message ?? null,
-        // Null ids are filled from the command in the same statement.
         threadId: body.threadId ?? null,
         turnId: body.turnId ?? null,
         ...(details ? { details } : {}),
@@ -91,4 +84,21 @@ async function finishLinked(ctx: Ctx, finish: FreshFinish): Promise<CommandRow |
     });
     return row;
   });
+}
+
+/** The steer delivery a runner reports, as the command stores it (JSON), if any. */
+export function reportedSteer(body: CommandStatusBody): string | undefined {
+  const steer = body.steerDelivery;
+  if (!steer) return undefined;
+  return json({
+    forwarded: steer.forwarded,
+    accepted: steer.accepted,
+    targetTurnId: steer.targetTurnId ?? null,
+    message: steer.message ?? null,
+  });
+}
+
+/** The details a report gives its terminal event: only for an outcome other than completed. */
+export function reportedDetails(body: CommandStatusBody): Record<string, unknown> | undefined {
+  return body.state !== 'completed' && body.details ? { ...body.details } : undefined;
 }

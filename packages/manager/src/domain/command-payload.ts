@@ -18,6 +18,11 @@ export function promptOf(payload: Record<string, unknown>): string | null {
   return null;
 }
 
+/** The backend profile a payload names, under any of its spellings (a turn cannot switch it). */
+export function namedProfile(payload: Record<string, unknown>): unknown {
+  return payload['backendProfile'] ?? payload['providerProfile'] ?? payload['profile'];
+}
+
 export function checkCommandPayload(
   type: CommandType,
   payload: Record<string, unknown>,
@@ -58,7 +63,7 @@ export function checkCommandPayload(
       });
     }
   }
-  const profile = payload['backendProfile'] ?? payload['providerProfile'] ?? payload['profile'];
+  const profile = namedProfile(payload);
   if (profile !== undefined && profile !== runProfile) {
     throw new ServiceError(
       'tenant-policy-denied',

@@ -28,10 +28,10 @@ import { lockRunOfCommand, type Executor, type RunRow, type Tx } from '../store/
 import { runWakeKey } from '../store/wakeups.js';
 import { commandsCreated } from '../metrics/registry.js';
 import { expireCommands } from './command-expiry.js';
-import { finishReported } from './command-finish.js';
-import { checkCommandPayload } from './command-payload.js';
+import { finishReported, reportedDetails, reportedSteer } from './command-finish.js';
+import { checkCommandPayload, namedProfile } from './command-payload.js';
 import type { Ctx } from './context.js';
-import { managerEvent, writeEvents } from './event-log.js';
+import { terminalEvent, writeEvents } from './event-log.js';
 import { checkRunnerEvents, runnerEvents, writeRunnerEvents } from './events.js';
 import { tokenHash } from './caller-tokens.js';
 import { assertLeaseOwner, leaseConflict } from './lease-checks.js';
@@ -126,8 +126,7 @@ async function createPlain(
 ): Promise<CommandRow | undefined> {
   const payload = body.payload ?? {};
   if (body.type !== 'turn' && body.type !== 'resume') return undefined;
-  if (['backendProfile', 'providerProfile', 'profile'].some((k) => payload[k] !== undefined))
-    return undefined;
+  if (namedProfile(payload) !== undefined) return undefined;
   try {
     checkCommandPayload(body.type, payload, '');
   } catch {
@@ -312,15 +311,8 @@ export async function reportCommandStatus(
       );
     }
     if (events.length > 0) await checkRunnerEvents(trx, run, events, commandId);
-    const steer = body.steerDelivery
-      ? json({
-          forwarded: body.steerDelivery.forwarded,
-          accepted: body.steerDelivery.accepted,
-          targetTurnId: body.steerDelivery.targetTurnId ?? null,
-          message: body.steerDelivery.message ?? null,
-        })
-      : undefined;
-    const details = state !== 'completed' && body.details ? { ...body.details } : undefined;
+    const steer = reportedSteer(body);
+    const details = reportedDetails(body);
     const finished = await finishCommand(ctx, trx, run, command, {
       state,
       failureKind,
@@ -444,21 +436,15 @@ export async function finishCommand(
 ): Promise<CommandRow> {
   await writeEvents(trx, run, [
     ...(outcome.leading ?? []),
-    managerEvent(
-      'terminal_status',
-      'command.terminal',
-      `terminal:${command.command_id}`,
-      command.command_id,
-      {
-        status: outcome.state,
-        failureKind: outcome.failureKind,
-        message: outcome.message,
-        threadId: outcome.threadId ?? command.thread_id,
-        turnId: outcome.turnId ?? command.turn_id,
-        ...(outcome.details ? { details: outcome.details } : {}),
-        via: outcome.via,
-      },
-    ),
+    terminalEvent(command.command_id, {
+      status: outcome.state,
+      failureKind: outcome.failureKind,
+      message: outcome.message,
+      threadId: outcome.threadId ?? command.thread_id,
+      turnId: outcome.turnId ?? command.turn_id,
+      ...(outcome.details ? { details: outcome.details } : {}),
+      via: outcome.via,
+    }),
   ]);
   const updated = await updateCommand(trx, command.command_id, {
     state: outcome.state,

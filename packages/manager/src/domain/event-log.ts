@@ -96,3 +96,26 @@ export function managerEvent(
     data: { ...data, source: 'run-manager' },
   };
 }
+
+/** What a command's terminal_status event says (`details` only for an outcome other than completed). */
+export interface TerminalFacts {
+  status: string;
+  failureKind: string | null;
+  message: string | null;
+  /** Absent when the ending says nothing of the turn (a run ended under it). */
+  threadId?: string | null;
+  turnId?: string | null;
+  details?: Record<string, unknown>;
+  via: string;
+}
+
+/** A command's terminal_status event: one per command, its key makes a repeat a duplicate. */
+export function terminalEvent(commandId: string, facts: TerminalFacts): NewEvent {
+  const { details, ...rest } = facts;
+  return managerEvent('terminal_status', 'command.terminal', terminalKeyOf(commandId), commandId, {
+    ...rest,
+    ...(details ? { details } : {}),
+  });
+}
+
+export const terminalKeyOf = (commandId: string) => `terminal:${commandId}`;

@@ -15,7 +15,7 @@ import { nonTerminalCommands, updateCommand } from '../store/commands.js';
 import { checkRunSources } from './bundle-policy.js';
 import type { Ctx } from './context.js';
 import { dispatchScope } from './dispatch-scope.js';
-import { managerEvent, writeEvents } from './event-log.js';
+import { managerEvent, terminalEvent, writeEvents } from './event-log.js';
 import { toRun } from './records.js';
 import { checkProjectBoundary, completeExecutionPolicy, resolveProfile } from './run-policy.js';
 import { runWakeKey } from '../store/wakeups.js';
@@ -118,18 +118,12 @@ export async function terminateRun(
       ...(outcome.state === 'cancelled' ? { cancel_requested_at: new Date() } : {}),
     });
     await writeEvents(trx, run, [
-      managerEvent(
-        'terminal_status',
-        'command.terminal',
-        `terminal:${command.command_id}`,
-        command.command_id,
-        {
-          status: commandState,
-          failureKind: commandFailure,
-          message: outcome.message,
-          via: outcome.source,
-        },
-      ),
+      terminalEvent(command.command_id, {
+        status: commandState,
+        failureKind: commandFailure,
+        message: outcome.message,
+        via: outcome.source,
+      }),
     ]);
     await ctx.hooks.onTerminal(trx, {
       runId: run.run_id,
