@@ -8,7 +8,8 @@ import {
   findAttempt,
   insertAttempt,
   lockTask,
-  nextChangeSeq,
+  LAST_CHANGE_SEQ,
+  takeChangeSeqs,
   openAttempt,
   updateAttempt,
   type AttemptRow,
@@ -134,8 +135,8 @@ export async function createAttempt(
 }
 
 /**
- * `createAttempt` for a batch of locked tasks in three statements (attempts inserted, change
- * numbers taken, tasks moved), not three per task: the scheduler's claim holds the capacity
+ * `createAttempt` for a batch of locked tasks in one statement (change numbers taken, tasks
+ * moved, attempts inserted), not three per task: the scheduler's claim holds the capacity
  * lock meanwhile. Each task still gets its own change number, in the order given.
  */
 export async function createAttempts(
@@ -155,23 +156,60 @@ export async function createAttempts(
       thread: ref ? null : 'start',
     };
   });
-  const attempts = await trx.insertInto('queue_attempts').values(rows).returningAll().execute();
-  const last = await nextChangeSeq(trx, tasks.length);
-  const moved = await sql<TaskRow>`
-    UPDATE queue_tasks t SET
-      state = 'dispatched', latest_attempt_id = v.attempt_id, session_id = v.session_id,
-      attempt_count = t.attempt_count + 1, deferrals = 0, version = t.version + 1,
-      change_seq = v.seq, updated_at = now()
-    FROM unnest(
-      ${rows.map((r) => r.task_id)}::text[], ${rows.map((r) => r.attempt_id)}::text[],
-      ${rows.map((r) => r.session_id)}::text[],
-      ${rows.map((_, i) => last - rows.length + 1 + i)}::bigint[]
-    ) AS v(task_id, attempt_id, session_id, seq)
-    WHERE t.task_id = v.task_id
-    RETURNING t.*`.execute(trx);
-  const byTask = new Map(moved.rows.map((row) => [row.task_id, row]));
-  const byAttempt = new Map(attempts.map((row) => [row.attempt_id, row]));
-  return rows.map((r) => ({ attempt: byAttempt.get(r.attempt_id)!, task: byTask.get(r.task_id)! }));
+  const n = rows.length;
+  const column = <K extends keyof (typeof rows)[number]>(key: K) => rows.map((r) => r[key]);
+  // Change numbers, the tasks moved and the attempts in one statement. The tasks are locked by
+  // the caller, so each moved row is the locked one with these changes and the two the
+  // database assigns, returned beside its attempt.
+  // Kysely writes a raw CTE body as given: its parentheses are part of the SQL text.
+  const made = await takeChangeSeqs(trx, n)
+    .with(
+      'moved',
+      () =>
+        sql<{ task_id: string; change_seq: number; updated_at: Date }>`(
+        UPDATE queue_tasks t SET
+          state = 'dispatched', latest_attempt_id = v.attempt_id, session_id = v.session_id,
+          attempt_count = t.attempt_count + 1, deferrals = 0, version = t.version + 1,
+          change_seq = ${LAST_CHANGE_SEQ} - ${n} + v.ord, updated_at = now()
+        FROM unnest(
+          ${column('task_id')}::text[], ${column('attempt_id')}::text[],
+          ${column('session_id')}::text[]
+        ) WITH ORDINALITY AS v(task_id, attempt_id, session_id, ord)
+        WHERE t.task_id = v.task_id
+        RETURNING t.task_id, t.change_seq, t.updated_at)`,
+    )
+    .insertInto('queue_attempts')
+    .values(rows)
+    .returningAll()
+    .returning([
+      sql<
+        TaskRow['change_seq']
+      >`(SELECT m.change_seq FROM moved m WHERE m.task_id = queue_attempts.task_id)`.as(
+        'task_change_seq',
+      ),
+      sql<Date>`(SELECT m.updated_at FROM moved m WHERE m.task_id = queue_attempts.task_id)`.as(
+        'task_updated_at',
+      ),
+    ])
+    .execute();
+  const byTask = new Map(tasks.map((task) => [task.task_id, task]));
+  return made.map(({ task_change_seq, task_updated_at, ...attempt }) => {
+    const task = byTask.get(attempt.task_id)!;
+    return {
+      attempt,
+      task: {
+        ...task,
+        state: 'dispatched',
+        latest_attempt_id: attempt.attempt_id,
+        session_id: attempt.session_id,
+        attempt_count: task.attempt_count + 1,
+        deferrals: 0,
+        version: task.version + 1,
+        change_seq: task_change_seq,
+        updated_at: task_updated_at,
+      },
+    };
+  });
 }
 
 async function failStalled(trx: Tx, open: AttemptRow | undefined): Promise<boolean> {

@@ -19,7 +19,8 @@ import {
   TASK_DEFAULTS,
 } from './inputs.js';
 import { schedulingColumns } from '../scheduler/task-policy.js';
-import { findTask, nextChangeSeq } from './store.js';
+import { findTask, LAST_CHANGE_SEQ, takeChangeSeqs } from './store.js';
+import type { Executor } from '../../store/runs.js';
 import { toTask } from './records.js';
 import { getTask } from './views.js';
 
@@ -108,27 +109,27 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
     };
   }
 
-  const inserted = await ctx.db.transaction().execute(async (trx) => {
-    const seq = await nextChangeSeq(trx);
-    // The schedulers' wake-up rides on the insert (NOTIFY is sent on commit): no round trip
-    // of its own, and none for a resubmission that inserts nothing.
-    const written = await trx
+  // Change number, insert and the schedulers' wake-up (NOTIFY is sent on commit) in one
+  // statement; a resubmission that inserts nothing wakes no one.
+  const insertTask = (db: Executor) =>
+    takeChangeSeqs(db)
       .insertInto('queue_tasks')
-      .values({ ...row, change_seq: seq, enqueue_seq: seq })
+      .values({ ...row, change_seq: LAST_CHANGE_SEQ, enqueue_seq: LAST_CHANGE_SEQ })
       .onConflict((oc) => oc.column('task_id').doNothing())
       .returningAll()
       .returning(sql<string>`pg_notify(${WAKE_CHANNEL}, ${QUEUE_SUBMIT_KEY})::text`.as('woke'))
       .executeTakeFirst();
-    if (!written) return null;
-    const { woke: _woke, ...task } = written;
-    const stored =
-      references.length === 0
-        ? []
-        : await trx
+  const inserted =
+    references.length === 0
+      ? await insertTask(ctx.db).then((written) => written && { written, stored: [] })
+      : await ctx.db.transaction().execute(async (trx) => {
+          const written = await insertTask(trx);
+          if (!written) return undefined;
+          const stored = await trx
             .insertInto('queue_task_references')
             .values(
               references.map((r, position) => ({
-                task_id: task.task_id,
+                task_id: written.task_id,
                 position,
                 kind: r.kind,
                 ref: r.ref,
@@ -138,13 +139,14 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
             )
             .returningAll()
             .execute();
-    return { task, stored };
-  });
+          return { written, stored };
+        });
   // A racing submit of the same id won: answer like a resubmission.
   if (!inserted) return submitTask(ctx, body);
   // This replica's scheduler starts now, not when the NOTIFY comes back.
   ctx.wakeups.committed(QUEUE_SUBMIT_KEY);
-  // The task as this transaction wrote it: new, no attempt or judge run yet.
-  const task = toTask(inserted.task, null, inserted.stored, [], ctx.config.scheduler);
+  // The task as it was written: new, no attempt or judge run yet.
+  const { woke: _woke, ...written } = inserted.written;
+  const task = toTask(written, null, inserted.stored, [], ctx.config.scheduler);
   return { kind: 'task', task, created: true };
 }

@@ -27,33 +27,6 @@ export interface Slot {
   queue: string;
 }
 
-export async function countInUse(db: Executor): Promise<InUse> {
-  const rows = await db
-    .selectFrom('queue_attempts as a')
-    .innerJoin('queue_tasks as t', 't.task_id', 'a.task_id')
-    .select([
-      't.tenant_id',
-      't.backend_profile',
-      't.queue',
-      (eb) => eb.fn.countAll<number>().as('n'),
-    ])
-    .where('a.state', 'in', ['dispatched', 'running'])
-    .groupBy(['t.tenant_id', 't.backend_profile', 't.queue'])
-    .execute();
-  const use: InUse = { global: 0, byTenant: new Map(), byProfile: new Map(), byQueue: new Map() };
-  for (const row of rows)
-    take(
-      use,
-      {
-        tenantId: row.tenant_id,
-        backendProfile: row.backend_profile,
-        queue: row.queue,
-      },
-      Number(row.n),
-    );
-  return use;
-}
-
 export function take(use: InUse, slot: Slot, n = 1): void {
   use.global += n;
   use.byTenant.set(slot.tenantId, (use.byTenant.get(slot.tenantId) ?? 0) + n);
@@ -67,15 +40,36 @@ export interface Limits {
   queues: Record<string, number>;
 }
 
-export async function loadLimits(db: Executor, settings: SchedulerSettings): Promise<Limits> {
-  const rows = await db
-    .selectFrom('queue_settings')
-    .select(['queue', 'max_running'])
-    .where('max_running', 'is not', null)
-    .execute();
+/**
+ * The limits in force and the attempts that hold capacity, in one statement (one round trip
+ * under the capacity lock). Per-queue limits stored in the database override configuration.
+ */
+export async function readCapacity(
+  db: Executor,
+  settings: SchedulerSettings,
+): Promise<{ limits: Limits; use: InUse }> {
+  const { rows } = await sql<{
+    queues: Array<{ queue: string; max: number }>;
+    used: Array<{ tenant: string; profile: string; queue: string; n: number }>;
+  }>`
+    SELECT
+      (SELECT coalesce(json_agg(json_build_object('queue', queue, 'max', max_running)), '[]')
+       FROM queue_settings WHERE max_running IS NOT NULL) AS queues,
+      (SELECT coalesce(json_agg(json_build_object(
+         'tenant', tenant_id, 'profile', backend_profile, 'queue', queue, 'n', n)), '[]')
+       FROM (
+         SELECT t.tenant_id, t.backend_profile, t.queue, count(*)::int AS n
+         FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
+         WHERE a.state IN ('dispatched', 'running')
+         GROUP BY t.tenant_id, t.backend_profile, t.queue
+       ) c) AS used`.execute(db);
+  const { queues: stored, used } = rows[0]!;
   const queues = { ...settings.queues };
-  for (const row of rows) queues[row.queue] = row.max_running!;
-  return { settings, queues };
+  for (const row of stored) queues[row.queue] = row.max;
+  const use: InUse = { global: 0, byTenant: new Map(), byProfile: new Map(), byQueue: new Map() };
+  for (const row of used)
+    take(use, { tenantId: row.tenant, backendProfile: row.profile, queue: row.queue }, row.n);
+  return { limits: { settings, queues }, use };
 }
 
 const limitOf = (map: Record<string, number>, key: string, fallback: number | null) =>
@@ -110,7 +104,7 @@ export function blockingLimit(
 /** Manual dispatch counts against the same capacity: refused, before anything is written. */
 export async function assertCapacity(trx: Tx, settings: SchedulerSettings, slot: Slot) {
   await lockCapacity(trx);
-  const [limits, use] = await Promise.all([loadLimits(trx, settings), countInUse(trx)]);
+  const { limits, use } = await readCapacity(trx, settings);
   const blocked = blockingLimit(limits, use, slot);
   if (blocked)
     throw new ServiceError(

@@ -7,7 +7,7 @@ import { checkDispatchable, createAttempts } from '../queue/attempts.js';
 import { prepare } from '../queue/dispatch.js';
 import { launchAttempt, type QueueDeps } from '../queue/launch.js';
 import { changeTask, lockTask, type AttemptRow, type TaskRow } from '../queue/store.js';
-import { countInUse, loadLimits, lockCapacity, pickFair, type Candidate } from './capacity.js';
+import { lockCapacity, readCapacity, pickFair, type Candidate } from './capacity.js';
 import { backoffDelay, retryPolicyOf } from './task-policy.js';
 
 export interface Claimed {
@@ -32,7 +32,7 @@ export async function claimBatch<W>(
 ): Promise<{ claimed: Claimed[]; written: W } | null> {
   return ctx.db.transaction().execute(async (trx) => {
     await lockCapacity(trx);
-    const [limits, use] = await Promise.all([loadLimits(trx, settings), countInUse(trx)]);
+    const { limits, use } = await readCapacity(trx, settings);
     const room = Math.min(settings.batchSize, settings.maxRunning - use.global);
     if (room <= 0) return null;
     const full = [...use.byTenant]

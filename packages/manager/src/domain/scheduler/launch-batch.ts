@@ -1,10 +1,11 @@
-import { sql } from 'kysely';
+import { sql, type Insertable } from 'kysely';
 import { payloadHash, ServiceError, type SessionRef } from '@svc/contracts';
 import type { LaunchResult, RunnerJobSpec } from '../../launcher/types.js';
 import { commandsCreated, runsCreated } from '../../metrics/registry.js';
 import type { SessionVolume } from '../../sessions/volumes.js';
 import type { CommandRow } from '../../store/commands.js';
 import type { RunRow, Tx } from '../../store/runs.js';
+import type { RunnerJobsTable } from '../../store/schema.js';
 import { commandRowOf } from '../commands.js';
 import type { Ctx } from '../context.js';
 import type { Prepared } from '../queue/dispatch.js';
@@ -51,11 +52,10 @@ export async function writeRecords(
   const built = fresh.map((f) =>
     buildRecords(ctx, f, deps.volumes.planned(f.claimed.attempt.session_id!)),
   );
-  await trx
-    .insertInto('sessions')
-    .values(built.map((b) => b.session))
-    .execute();
+  // Sessions with their runs (a run names its session); the commands, then the runner Job
+  // records with the attempts' references: three statements for the whole batch.
   const runs = await trx
+    .with('fresh_sessions', (q) => q.insertInto('sessions').values(built.map((b) => b.session)))
     .insertInto('runs')
     .values(built.map((b) => b.run))
     .returningAll()
@@ -76,12 +76,9 @@ export async function writeRecords(
     const spec = jobSpecOf(ctx, deps.runnerJobs, run, body.commandId, body, image, pvc);
     return { spec, row: jobRowOf(ctx, deps.runnerJobs, spec, body, requestHashOf(body, image)) };
   });
-  await trx
-    .insertInto('runner_jobs')
-    .values(jobs.map((j) => j.row))
-    .execute();
   const attempts = await writeReferences(
     trx,
+    jobs.map((j) => j.row),
     built.map((b, i) => ({
       b,
       run: runById.get(b.run.run_id)!,
@@ -169,13 +166,20 @@ function buildRecords(ctx: Ctx, fresh: FreshAttempt, volume: SessionVolume): Bui
   };
 }
 
+/** The runner Job records, and each attempt's references to its run, command and job. */
 async function writeReferences(
   trx: Tx,
+  jobRows: ReadonlyArray<Insertable<RunnerJobsTable>>,
   refs: ReadonlyArray<{ b: Built; run: RunRow; command: CommandRow; spec: RunnerJobSpec }>,
 ): Promise<Map<string, AttemptRow>> {
   const now = new Date();
   const column = <T>(pick: (r: (typeof refs)[number]) => T) => refs.map(pick);
-  const { rows } = await sql<AttemptRow>`
+  const rows = await trx
+    .with('fresh_jobs', (q) => q.insertInto('runner_jobs').values([...jobRows]))
+    // A raw CTE body is written as given: its parentheses are part of the SQL text.
+    .with(
+      'referenced',
+      () => sql<AttemptRow>`(
     UPDATE queue_attempts a SET
       run_id = v.run_id, command_id = v.command_id, runner_job_id = v.runner_job_id,
       thread = 'start', runner_id = v.runner_id, job_name = v.job_name, runner_phase = 'pending',
@@ -190,8 +194,12 @@ async function writeReferences(
       )}::text[]
     ) AS v(attempt_id, run_id, command_id, runner_job_id, runner_id, job_name, supervisor)
     WHERE a.attempt_id = v.attempt_id
-    RETURNING a.*`.execute(trx);
-  return new Map(rows.map((row) => [row.attempt_id, row]));
+    RETURNING a.*)`,
+    )
+    .selectFrom('referenced')
+    .selectAll()
+    .execute();
+  return new Map(rows.map((row) => [row.attempt_id, row as AttemptRow]));
 }
 
 /**

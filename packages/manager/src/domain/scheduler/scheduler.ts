@@ -133,9 +133,8 @@ export class Scheduler {
     if (fresh.length === 0) return { single, jobs: [] };
     await sql`SAVEPOINT batch_records`.execute(trx);
     try {
-      const jobs = await writeRecords(ctx, trx, deps, fresh);
-      await sql`RELEASE SAVEPOINT batch_records`.execute(trx);
-      return { single, jobs };
+      // Released by the commit: no round trip of its own.
+      return { single, jobs: await writeRecords(ctx, trx, deps, fresh) };
     } catch (error) {
       // The attempts stand; their records are made one at a time instead.
       await sql`ROLLBACK TO SAVEPOINT batch_records`.execute(trx);

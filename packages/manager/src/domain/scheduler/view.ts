@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import { iso } from '../../store/json.js';
 import type { Executor } from '../../store/runs.js';
-import { countInUse, loadLimits } from './capacity.js';
+import { readCapacity } from './capacity.js';
 
 /** The earliest `runAfter` of a queued task still in the future. */
 export async function nextDueAt(db: Executor): Promise<Date | null> {
@@ -31,9 +31,8 @@ export async function schedulerView(
   settings: SchedulerSettings,
   loop: LoopState,
 ): Promise<SchedulerView> {
-  const [limits, use, backlog, judges, lost] = await Promise.all([
-    loadLimits(db, settings),
-    countInUse(db),
+  const [{ limits, use }, backlog, judges, lost] = await Promise.all([
+    readCapacity(db, settings),
     sql<{
       tenant_id: string;
       queue: string;
