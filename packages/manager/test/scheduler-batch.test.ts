@@ -215,4 +215,73 @@ describe('scheduler batches', () => {
       await seeder.store.drop();
     }
   });
+
+  it('claims a batch again one at a time when its records cannot be written together, spending one attempt each', async () => {
+    const seeder = await startTestManager({ env: kubeEnv() });
+    try {
+      const seeding = seeder.manager.store.db;
+      await seeder.configureProfile('builtin-a');
+      const tasks: string[] = [];
+      for (let i = 0; i < 4; i++) tasks.push(await submit(seeder, `task ${i}`));
+      // The database refuses the batch statement's sessions (and only those): a fault at the
+      // edge, as a constraint added by an operator or a full disk would be.
+      await sql`
+        CREATE FUNCTION refuse_batch_sessions() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF current_query() LIKE '%fresh_sessions%' THEN
+            RAISE EXCEPTION 'batch sessions refused';
+          END IF;
+          RETURN NEW;
+        END $$`.execute(seeding);
+      await sql`
+        CREATE TRIGGER refuse_batch_sessions BEFORE INSERT ON sessions
+        FOR EACH ROW EXECUTE FUNCTION refuse_batch_sessions()`.execute(seeding);
+      await seeder.manager.close();
+      const t = await startTestManager({ store: seeder.store, env: kubeEnv(SCHEDULING) });
+      try {
+        const db = t.manager.store.db;
+        await waitFor(
+          'every task to start',
+          async () => {
+            const rows = await db
+              .selectFrom('queue_attempts')
+              .select(['runner_phase'])
+              .where('task_id', 'in', tasks)
+              .execute();
+            return rows.length === 4 && rows.every((r) => r.runner_phase === 'starting');
+          },
+          15_000,
+        );
+        // The failed batch left nothing: one attempt per task, each with its run and Job.
+        const attempts = await db
+          .selectFrom('queue_attempts')
+          .selectAll()
+          .where('task_id', 'in', tasks)
+          .execute();
+        assert.equal(attempts.length, 4);
+        for (const a of attempts) {
+          assert.equal(a.state, 'dispatched');
+          assert.ok(a.run_id && a.command_id && a.job_name, 'the attempt names its run and Job');
+          assert.ok(fake.get('jobs', NS, a.job_name!), `Job ${a.job_name} created`);
+        }
+        const counts = await db
+          .selectFrom('queue_tasks')
+          .select(['attempt_count', 'state'])
+          .where('task_id', 'in', tasks)
+          .execute();
+        assert.deepEqual(
+          counts.map((c) => [c.state, c.attempt_count]),
+          tasks.map(() => ['dispatched', 1]),
+        );
+        assert.ok(
+          t.logs.some((line) => line.includes('writing a batch failed; launching one by one')),
+          'the fallback is logged',
+        );
+      } finally {
+        await t.close();
+      }
+    } finally {
+      await seeder.store.drop();
+    }
+  });
 });

@@ -40,6 +40,46 @@ export interface Limits {
   queues: Record<string, number>;
 }
 
+/** The capacity columns of a statement, as JSON: stored per-queue limits and attempts in use. */
+export interface CapacityColumns {
+  capacity_queues: Array<{ queue: string; max: number }>;
+  capacity_used: Array<{ tenant: string; profile: string; queue: string; n: number }>;
+}
+
+/**
+ * CTEs `used` (open attempts per tenant, profile and queue) and `capacity` (one row: the
+ * `CapacityColumns`, and `room`, how many attempts fit under the global limit, at most a batch).
+ */
+export const capacityCtes = (settings: SchedulerSettings, batch: number) => sql`
+  used AS (
+    SELECT t.tenant_id, t.backend_profile, t.queue, count(*)::int AS n
+    FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
+    WHERE a.state IN ('dispatched', 'running')
+    GROUP BY t.tenant_id, t.backend_profile, t.queue
+  ),
+  capacity AS (
+    SELECT
+      (SELECT coalesce(json_agg(json_build_object('queue', queue, 'max', max_running)), '[]')
+       FROM queue_settings WHERE max_running IS NOT NULL) AS capacity_queues,
+      (SELECT coalesce(json_agg(json_build_object(
+         'tenant', tenant_id, 'profile', backend_profile, 'queue', queue, 'n', n)), '[]')
+       FROM used) AS capacity_used,
+      greatest(0, least(${batch}::int,
+        ${settings.maxRunning}::int - (SELECT coalesce(sum(n), 0) FROM used)))::int AS room
+  )`;
+
+export function capacityOf(
+  settings: SchedulerSettings,
+  row: CapacityColumns,
+): { limits: Limits; use: InUse } {
+  const queues = { ...settings.queues };
+  for (const q of row.capacity_queues) queues[q.queue] = q.max;
+  const use: InUse = { global: 0, byTenant: new Map(), byProfile: new Map(), byQueue: new Map() };
+  for (const u of row.capacity_used)
+    take(use, { tenantId: u.tenant, backendProfile: u.profile, queue: u.queue }, u.n);
+  return { limits: { settings, queues }, use };
+}
+
 /**
  * The limits in force and the attempts that hold capacity, in one statement (one round trip
  * under the capacity lock). Per-queue limits stored in the database override configuration.
@@ -48,28 +88,10 @@ export async function readCapacity(
   db: Executor,
   settings: SchedulerSettings,
 ): Promise<{ limits: Limits; use: InUse }> {
-  const { rows } = await sql<{
-    queues: Array<{ queue: string; max: number }>;
-    used: Array<{ tenant: string; profile: string; queue: string; n: number }>;
-  }>`
-    SELECT
-      (SELECT coalesce(json_agg(json_build_object('queue', queue, 'max', max_running)), '[]')
-       FROM queue_settings WHERE max_running IS NOT NULL) AS queues,
-      (SELECT coalesce(json_agg(json_build_object(
-         'tenant', tenant_id, 'profile', backend_profile, 'queue', queue, 'n', n)), '[]')
-       FROM (
-         SELECT t.tenant_id, t.backend_profile, t.queue, count(*)::int AS n
-         FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
-         WHERE a.state IN ('dispatched', 'running')
-         GROUP BY t.tenant_id, t.backend_profile, t.queue
-       ) c) AS used`.execute(db);
-  const { queues: stored, used } = rows[0]!;
-  const queues = { ...settings.queues };
-  for (const row of stored) queues[row.queue] = row.max;
-  const use: InUse = { global: 0, byTenant: new Map(), byProfile: new Map(), byQueue: new Map() };
-  for (const row of used)
-    take(use, { tenantId: row.tenant, backendProfile: row.profile, queue: row.queue }, row.n);
-  return { limits: { settings, queues }, use };
+  const { rows } = await sql<CapacityColumns>`
+    WITH ${capacityCtes(settings, 0)}
+    SELECT capacity_queues, capacity_used FROM capacity`.execute(db);
+  return capacityOf(settings, rows[0]!);
 }
 
 const limitOf = (map: Record<string, number>, key: string, fallback: number | null) =>

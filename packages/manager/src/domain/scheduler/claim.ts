@@ -1,13 +1,20 @@
 import { isServiceError, type DispatchResponse } from '@svc/contracts';
 import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
-import type { Tx } from '../../store/runs.js';
+import type { Executor, Tx } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
 import { checkDispatchable, createAttempts } from '../queue/attempts.js';
 import { prepare } from '../queue/dispatch.js';
 import { launchAttempt, type QueueDeps } from '../queue/launch.js';
 import { changeTask, lockTask, type AttemptRow, type TaskRow } from '../queue/store.js';
-import { lockCapacity, readCapacity, pickFair, type Candidate } from './capacity.js';
+import {
+  capacityCtes,
+  capacityOf,
+  lockCapacity,
+  type CapacityColumns,
+  pickFair,
+  type Candidate,
+} from './capacity.js';
 import { backoffDelay, retryPolicyOf } from './task-policy.js';
 
 export interface Claimed {
@@ -32,34 +39,40 @@ export async function claimBatch<W>(
 ): Promise<{ claimed: Claimed[]; written: W } | null> {
   return ctx.db.transaction().execute(async (trx) => {
     await lockCapacity(trx);
-    const { limits, use } = await readCapacity(trx, settings);
-    const room = Math.min(settings.batchSize, settings.maxRunning - use.global);
-    if (room <= 0) return null;
-    const full = [...use.byTenant]
-      .filter(([tenant, n]) => {
-        const limit = Object.hasOwn(settings.tenants, tenant)
-          ? settings.tenants[tenant]!
-          : settings.perTenant;
-        return limit !== null && n >= limit;
-      })
-      .map(([tenant]) => tenant);
-    const rows = await sql<TaskRow>`
-      SELECT c.* FROM (
-        SELECT DISTINCT tenant_id FROM queue_tasks
-        WHERE state = 'queued' AND NOT (tenant_id = ANY(${full}::text[]))
-      ) ten
+    // Capacity and candidates in one statement, after the lock: up to a batch of ready tasks
+    // per tenant under its limit, no more than the global limit leaves room for.
+    const rows = await sql<TaskRow & CapacityColumns>`
+      WITH ${capacityCtes(settings, settings.batchSize)},
+      open_tenants AS (
+        SELECT q.tenant_id FROM (
+          SELECT DISTINCT tenant_id FROM queue_tasks WHERE state = 'queued'
+        ) q
+        WHERE coalesce(
+          CASE WHEN ${JSON.stringify(settings.tenants)}::jsonb ? q.tenant_id
+            THEN (${JSON.stringify(settings.tenants)}::jsonb ->> q.tenant_id)::int
+            ELSE ${settings.perTenant}::int END,
+          2147483647
+        ) > (SELECT coalesce(sum(n), 0) FROM used u WHERE u.tenant_id = q.tenant_id)
+      )
+      SELECT cap.capacity_queues, cap.capacity_used, c.*
+      FROM capacity cap, open_tenants ten
       CROSS JOIN LATERAL (
         SELECT t.* FROM queue_tasks t
         WHERE t.state = 'queued' AND t.tenant_id = ten.tenant_id
           AND (t.run_after IS NULL OR t.run_after <= now())
         ORDER BY t.priority DESC, t.enqueue_seq
-        LIMIT ${room}
+        LIMIT cap.room
         FOR UPDATE OF t SKIP LOCKED
       ) c`.execute(trx);
     if (rows.rows.length === 0) return null;
-    const byId = new Map(rows.rows.map((row) => [row.task_id, row]));
+    const { limits, use } = capacityOf(settings, rows.rows[0]!);
+    const room = Math.min(settings.batchSize, settings.maxRunning - use.global);
+    const tasks = rows.rows.map(
+      ({ capacity_queues: _queues, capacity_used: _used, ...task }) => task,
+    );
+    const byId = new Map(tasks.map((row) => [row.task_id, row]));
     const byTenant = new Map<string, Candidate[]>();
-    for (const row of rows.rows) {
+    for (const row of tasks) {
       const list = byTenant.get(row.tenant_id) ?? [];
       list.push({
         taskId: row.task_id,
@@ -84,6 +97,16 @@ export async function claimBatch<W>(
     const claimed = made.map(({ task, attempt }, i) => ({ task, before: picked[i]!, attempt }));
     return { claimed, written: await write(trx, claimed) };
   });
+}
+
+/** Whether any queued task is due: the claim would find a candidate, capacity permitting. */
+export async function anyReady(db: Executor): Promise<boolean> {
+  const { rows } = await sql<{ ready: boolean }>`
+    SELECT EXISTS (
+      SELECT 1 FROM queue_tasks
+      WHERE state = 'queued' AND (run_after IS NULL OR run_after <= now())
+    ) AS ready`.execute(db);
+  return rows[0]!.ready;
 }
 
 /**

@@ -199,7 +199,7 @@ async function writeReferences(
     .selectFrom('referenced')
     .selectAll()
     .execute();
-  return new Map(rows.map((row) => [row.attempt_id, row as AttemptRow]));
+  return new Map(rows.map((row) => [row.attempt_id, row]));
 }
 
 /**

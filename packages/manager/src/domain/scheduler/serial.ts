@@ -8,7 +8,8 @@ export class Serial {
   #stopped = false;
 
   constructor(
-    private readonly work: () => Promise<void>,
+    /** `repeat`: this run was asked for by a kick during the previous one. */
+    private readonly work: (repeat: boolean) => Promise<void>,
     private readonly onError: (error: unknown) => void,
   ) {}
 
@@ -22,13 +23,15 @@ export class Serial {
   }
 
   async #loop(): Promise<void> {
+    let repeat = false;
     do {
       this.#again = false;
       try {
-        await this.work();
+        await this.work(repeat);
       } catch (error) {
         this.onError(error);
       }
+      repeat = true;
     } while (this.#again && !this.#stopped);
   }
 
