@@ -14,7 +14,9 @@ import {
   sendToSession,
 } from './e2e-helpers.js';
 
-const rig = useE2E();
+// Several tests here send a turn to a run whose last turn just ended: a longer idle exit than
+// the rig's keeps its runner there when a loaded machine delays the next turn by seconds.
+const rig = useE2E({ env: { SVC_RUNNER_IDLE_EXIT_MS: '6000' } });
 const tag = ensureTestTag();
 
 const result = async (runId: string, commandId: string) =>
