@@ -129,6 +129,55 @@ describe('embedded PGlite store', () => {
     }
   });
 
+  it('schedules submitted tasks by itself on the embedded store, as configured by default', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'svc-pglite-sched-'));
+    dirs.push(dataDir);
+    const store: TestStore = { kind: 'pglite', dataDir, drop: () => Promise.resolve() };
+    const e = await startE2E({
+      store,
+      dataDir,
+      env: { SVC_SCHEDULER: 'on', SVC_SCHEDULER_SCAN_MS: '1000' },
+    });
+    try {
+      e.provider.enqueue(
+        { kind: 'text', text: 'first scheduled answer' },
+        { kind: 'text', text: 'second scheduled answer' },
+      );
+      const ids: string[] = [];
+      for (const title of ['first', 'second']) {
+        const task = await e.t.api('POST', '/api/v1/queue/tasks', {
+          tenantId: 'tenant-a',
+          projectId: 'proj-1',
+          queue: 'smoke',
+          title,
+          backendProfile: 'builtin-a',
+          providerId: 'openai',
+          workspaceRef: { kind: 'opaque' },
+          payload: { prompt: `do the ${title} task` },
+        });
+        assert.equal(task.status, 201, task.raw);
+        ids.push(task.body.taskId as string);
+      }
+      // No dispatch and no refresh: the scheduler claims, launches and settles both.
+      const deadline = Date.now() + 60_000;
+      let states: string[] = [];
+      while (Date.now() < deadline) {
+        states = await Promise.all(
+          ids.map(async (id) => (await e.t.api('GET', `/api/v1/queue/tasks/${id}`)).body.state),
+        );
+        if (states.every((state) => state === 'completed')) break;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      assert.deepEqual(states, ['completed', 'completed']);
+      for (const id of ids) {
+        const task = (await e.t.api('GET', `/api/v1/queue/tasks/${id}`)).body;
+        assert.equal(task.counters.attempts, 1, JSON.stringify(task.counters));
+      }
+    } finally {
+      await e.close();
+    }
+  });
+
   it('starts the built server with no configuration but a data dir (what npm start does)', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'svc-npm-start-'));
     dirs.push(dataDir);
