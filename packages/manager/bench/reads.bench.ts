@@ -26,8 +26,10 @@ const APPENDERS = Number(process.env.BENCH_APPENDERS ?? 8);
 const BATCH_EVERY_MS = 50;
 
 await requirePostgres();
+// The seeded tasks and attempts stand for a queue's history, not work to do: the scheduler (on
+// by default) would act on them meanwhile.
 const manager = await startManagerProcess(
-  { SVC_DB_POOL_SIZE: '16', LOG_LEVEL: process.env.HR_LOG ?? 'warn' },
+  { SVC_DB_POOL_SIZE: '16', SVC_SCHEDULER: 'off', LOG_LEVEL: process.env.HR_LOG ?? 'warn' },
   withBuiltinProfile,
 );
 const pool = new pg.Pool({ connectionString: manager.url, max: 4 });
