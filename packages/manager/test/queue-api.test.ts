@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { startQueueRig, submit, taskBody, type QueueRig } from './queue-helpers.js';
+import { dispatch, startQueueRig, submit, taskBody, type QueueRig } from './queue-helpers.js';
 
 let rig: QueueRig;
 before(async () => {
@@ -293,5 +293,52 @@ describe('queue tasks: cancel, read, stats, commander', () => {
     );
     assert.ok(view.items.every((i: any) => i.reason === 'queued'));
     assert.ok(view.next[0].startsWith('queue dispatch '));
+  });
+
+  it('puts failed, then in-flight, then unread finished, then queued tasks first, each with its latest attempt', async () => {
+    const queue = 'cmdr-mixed';
+    const db = rig.t.manager.store.db;
+    const t = [];
+    for (let i = 0; i < 7; i++) t.push((await submit(rig.t, { queue, priority: i % 3 })).taskId);
+    const [failed, dispatched, completed, cancelled, readDone, q1, q2] = t as string[];
+    const attempt = (await dispatch(rig.t, dispatched!)).attempt;
+    const cancel = await api('POST', `/api/v1/queue/tasks/${cancelled}/cancel`, { reason: 'x' });
+    assert.equal(cancel.status, 200, cancel.raw);
+    // States a run would reach, written as the queue records them.
+    await sql`UPDATE queue_tasks SET state = 'failed', version = version + 1
+      WHERE task_id = ${failed}`.execute(db);
+    await sql`UPDATE queue_tasks SET state = 'completed', version = version + 1
+      WHERE task_id IN (${completed}, ${readDone})`.execute(db);
+    const read = await api('POST', `/api/v1/queue/tasks/${readDone}/read`, { readerId: 'carol' });
+    assert.equal(read.status, 200, read.raw);
+    const view = (await api('GET', `/api/v1/queue/commander?queue=${queue}&readerId=carol`)).body;
+    const byId = (id: string) => view.items.find((item: any) => item.task.taskId === id);
+    assert.deepEqual(
+      view.items.map((item: any) => item.reason),
+      ['failed', 'dispatched', 'unread', 'unread', 'queued', 'queued'],
+    );
+    assert.equal(view.items[0].task.taskId, failed);
+    assert.equal(view.items[1].task.taskId, dispatched);
+    // Finished tasks merge in queue order (priority 2 before 0); the read one is left out.
+    assert.deepEqual(
+      view.items.slice(2, 4).map((item: any) => item.task.taskId),
+      [completed, cancelled],
+    );
+    assert.equal(byId(readDone!), undefined);
+    assert.deepEqual(
+      view.items.slice(4).map((item: any) => item.task.taskId),
+      [q1, q2],
+    );
+    assert.equal(byId(dispatched!).task.latestAttempt.attemptId, attempt.attemptId);
+    assert.equal(byId(q1!).task.latestAttempt, null);
+    assert.equal(view.unread, 6);
+    const limited = (
+      await api('GET', `/api/v1/queue/commander?queue=${queue}&readerId=carol&limit=2`)
+    ).body;
+    assert.deepEqual(
+      limited.items.map((item: any) => item.task.taskId),
+      [failed, dispatched],
+    );
+    assert.equal(limited.truncated, true);
   });
 });
