@@ -262,7 +262,7 @@ describe('scheduler batches', () => {
         for (const a of attempts) {
           assert.equal(a.state, 'dispatched');
           assert.ok(a.run_id && a.command_id && a.job_name, 'the attempt names its run and Job');
-          assert.ok(fake.get('jobs', NS, a.job_name!), `Job ${a.job_name} created`);
+          assert.ok(fake.get('jobs', NS, a.job_name), `Job ${a.job_name} created`);
         }
         const counts = await db
           .selectFrom('queue_tasks')
