@@ -117,6 +117,46 @@ describe('scheduler: capacity, fair share, manual dispatch', () => {
   });
 });
 
+describe('scheduler: limits set per tenant', () => {
+  let rig: QueueRig;
+  before(async () => {
+    rig = await startQueueRig({
+      env: {
+        ...FAST_SCHEDULER,
+        SVC_SCHEDULER_MAX_RUNNING: '10',
+        SVC_SCHEDULER_TENANT_MAX_RUNNING: '1',
+        // One tenant may run more than the default, one none at all.
+        SVC_SCHEDULER_TENANT_LIMITS: 'tenant-b=3,tenant-c=0',
+        SVC_TENANT_ALLOWLIST: 'tenant-a,tenant-b,tenant-c',
+      },
+    });
+  });
+  after(() => rig.close());
+
+  it('holds each tenant to its own limit, the default for the others', async () => {
+    const { t } = rig;
+    for (const tenantId of ['tenant-a', 'tenant-b', 'tenant-c'])
+      for (let i = 0; i < 4; i++) await submit(t, { tenantId, queue: 'limits' });
+    await waitFor('each tenant at its limit', async () => {
+      const use = await openAttempts(t);
+      return use.byTenant['tenant-a'] === 1 && use.byTenant['tenant-b'] === 3;
+    });
+    // Several scans later nothing more has started, and the zero-limit tenant never did.
+    await new Promise((r) => setTimeout(r, 1_000));
+    const use = await openAttempts(t);
+    assert.deepEqual(use.byTenant, { 'tenant-a': 1, 'tenant-b': 3 });
+    const view = (await t.api('GET', '/api/v1/queue/scheduler')).body;
+    assert.deepEqual(
+      view.backlog.filter((b: any) => b.queue === 'limits').map((b: any) => [b.tenantId, b.ready]),
+      [
+        ['tenant-a', 3],
+        ['tenant-b', 1],
+        ['tenant-c', 4],
+      ],
+    );
+  });
+});
+
 describe('scheduler: provider profiles it found usable', () => {
   let rig: QueueRig;
   before(async () => {
