@@ -159,14 +159,14 @@ export async function createAttempts(
   const n = rows.length;
   const column = <K extends keyof (typeof rows)[number]>(key: K) => rows.map((r) => r[key]);
   // Change numbers, the tasks moved and the attempts in one statement. The tasks are locked by
-  // the caller, so each moved row is the locked one with these changes and the two the
-  // database assigns, returned beside its attempt.
+  // the caller, so each moved row is the locked one with the columns this statement changed,
+  // returned beside its attempt (as JSON, but for the one timestamp).
   // Kysely writes a raw CTE body as given: its parentheses are part of the SQL text.
   const made = await takeChangeSeqs(trx, n)
     .with(
       'moved',
       () =>
-        sql<{ task_id: string; change_seq: number; updated_at: Date }>`(
+        sql<{ task_id: string; updated_at: Date }>`(
         UPDATE queue_tasks t SET
           state = 'dispatched', latest_attempt_id = v.attempt_id, session_id = v.session_id,
           attempt_count = t.attempt_count + 1, deferrals = 0, version = t.version + 1,
@@ -176,16 +176,20 @@ export async function createAttempts(
           ${column('session_id')}::text[]
         ) WITH ORDINALITY AS v(task_id, attempt_id, session_id, ord)
         WHERE t.task_id = v.task_id
-        RETURNING t.task_id, t.change_seq, t.updated_at)`,
+        RETURNING t.task_id, t.updated_at, jsonb_build_object(
+          'state', t.state, 'latest_attempt_id', t.latest_attempt_id,
+          'session_id', t.session_id, 'attempt_count', t.attempt_count,
+          'deferrals', t.deferrals, 'version', t.version, 'change_seq', t.change_seq
+        ) AS changed)`,
     )
     .insertInto('queue_attempts')
     .values(rows)
     .returningAll()
     .returning([
       sql<
-        TaskRow['change_seq']
-      >`(SELECT m.change_seq FROM moved m WHERE m.task_id = queue_attempts.task_id)`.as(
-        'task_change_seq',
+        Partial<TaskRow>
+      >`(SELECT m.changed FROM moved m WHERE m.task_id = queue_attempts.task_id)`.as(
+        'task_changed',
       ),
       sql<Date>`(SELECT m.updated_at FROM moved m WHERE m.task_id = queue_attempts.task_id)`.as(
         'task_updated_at',
@@ -193,23 +197,10 @@ export async function createAttempts(
     ])
     .execute();
   const byTask = new Map(tasks.map((task) => [task.task_id, task]));
-  return made.map(({ task_change_seq, task_updated_at, ...attempt }) => {
-    const task = byTask.get(attempt.task_id)!;
-    return {
-      attempt,
-      task: {
-        ...task,
-        state: 'dispatched',
-        latest_attempt_id: attempt.attempt_id,
-        session_id: attempt.session_id,
-        attempt_count: task.attempt_count + 1,
-        deferrals: 0,
-        version: task.version + 1,
-        change_seq: task_change_seq,
-        updated_at: task_updated_at,
-      },
-    };
-  });
+  return made.map(({ task_changed, task_updated_at, ...attempt }) => ({
+    attempt,
+    task: { ...byTask.get(attempt.task_id)!, ...task_changed, updated_at: task_updated_at },
+  }));
 }
 
 async function failStalled(trx: Tx, open: AttemptRow | undefined): Promise<boolean> {

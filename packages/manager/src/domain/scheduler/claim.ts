@@ -1,5 +1,5 @@
 import { isServiceError, type DispatchResponse } from '@svc/contracts';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import type { Executor, Tx } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
@@ -40,35 +40,34 @@ export async function claimBatch<W>(
   return ctx.db.transaction().execute(async (trx) => {
     await lockCapacity(trx);
     // Capacity and candidates in one statement, after the lock: up to a batch of ready tasks
-    // per tenant under its limit, no more than the global limit leaves room for.
-    const rows = await sql<TaskRow & CapacityColumns>`
+    // per tenant under its limit (configured limits are whole numbers, never null), no more
+    // than the global limit leaves room for. `pickFair` checks every limit again per task.
+    const rows = await sql<TaskRow & CapacityColumns & { capacity_room: number }>`
       WITH ${capacityCtes(settings, settings.batchSize)},
       open_tenants AS (
         SELECT q.tenant_id FROM (
           SELECT DISTINCT tenant_id FROM queue_tasks WHERE state = 'queued'
         ) q
         WHERE coalesce(
-          CASE WHEN ${JSON.stringify(settings.tenants)}::jsonb ? q.tenant_id
-            THEN (${JSON.stringify(settings.tenants)}::jsonb ->> q.tenant_id)::int
-            ELSE ${settings.perTenant}::int END,
+          (${JSON.stringify(settings.tenants)}::jsonb ->> q.tenant_id)::int,
+          ${settings.perTenant}::int,
           2147483647
         ) > (SELECT coalesce(sum(n), 0) FROM used u WHERE u.tenant_id = q.tenant_id)
       )
-      SELECT cap.capacity_queues, cap.capacity_used, c.*
+      SELECT cap.capacity_queues, cap.capacity_used, cap.room AS capacity_room, c.*
       FROM capacity cap, open_tenants ten
       CROSS JOIN LATERAL (
         SELECT t.* FROM queue_tasks t
-        WHERE t.state = 'queued' AND t.tenant_id = ten.tenant_id
-          AND (t.run_after IS NULL OR t.run_after <= now())
+        WHERE ${dueTask(sql.ref('t'))} AND t.tenant_id = ten.tenant_id
         ORDER BY t.priority DESC, t.enqueue_seq
         LIMIT cap.room
         FOR UPDATE OF t SKIP LOCKED
       ) c`.execute(trx);
     if (rows.rows.length === 0) return null;
     const { limits, use } = capacityOf(settings, rows.rows[0]!);
-    const room = Math.min(settings.batchSize, settings.maxRunning - use.global);
+    const room = rows.rows[0]!.capacity_room;
     const tasks = rows.rows.map(
-      ({ capacity_queues: _queues, capacity_used: _used, ...task }) => task,
+      ({ capacity_queues: _queues, capacity_used: _used, capacity_room: _room, ...task }) => task,
     );
     const byId = new Map(tasks.map((row) => [row.task_id, row]));
     const byTenant = new Map<string, Candidate[]>();
@@ -99,13 +98,16 @@ export async function claimBatch<W>(
   });
 }
 
+/** A queued task whose `runAfter`, if any, has come: what a claim may start. */
+const dueTask = (t: RawBuilder<unknown>) =>
+  sql`${t}.state = 'queued' AND (${t}.run_after IS NULL OR ${t}.run_after <= now())`;
+
 /** Whether any queued task is due: the claim would find a candidate, capacity permitting. */
 export async function anyReady(db: Executor): Promise<boolean> {
   const { rows } = await sql<{ ready: boolean }>`
-    SELECT EXISTS (
-      SELECT 1 FROM queue_tasks
-      WHERE state = 'queued' AND (run_after IS NULL OR run_after <= now())
-    ) AS ready`.execute(db);
+    SELECT EXISTS (SELECT 1 FROM queue_tasks t WHERE ${dueTask(sql.ref('t'))}) AS ready`.execute(
+    db,
+  );
   return rows[0]!.ready;
 }
 
