@@ -1,6 +1,7 @@
 import { TERMINAL_JOB_PHASES, TERMINAL_RUN_STATES } from '@svc/contracts';
 import type { Executor } from '../store/runs.js';
 import { tokenHash } from './caller-tokens.js';
+import { PREPARED } from '../store/prepared.js';
 
 /** A runner Job, identified by its own token. */
 export interface RunnerCaller {
@@ -46,6 +47,7 @@ export async function findRunnerCaller(
         .as('command_run_id'),
     )
     .where('j.token_hash', '=', tokenHash(token))
+    .modifyEnd(PREPARED)
     .executeTakeFirst();
   if (!row) return null;
   if ((TERMINAL_JOB_PHASES as readonly string[]).includes(row.phase)) return null;

@@ -24,6 +24,7 @@ import { mintLeaseToken, tokenHash } from './caller-tokens.js';
 import { assertLeaseOwner, leaseConflict } from './lease-checks.js';
 import { toCommand, toRun } from './records.js';
 import { getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
+import { PREPARED } from '../store/prepared.js';
 
 export async function registerRunner(
   ctx: Ctx,
@@ -213,7 +214,7 @@ export async function heartbeat(
     ? sql`, last_activity_at = least(now(), greatest(last_activity_at, ${activity}::timestamptz)),
          last_activity_kind = ${body.lastActivityKind ?? 'agent-notification'}`
     : sql``;
-  const { rows } = await sql<RunRow & { cancelled_command_ids: string[] }>`
+  const { rows } = await sql<RunRow & { cancelled_command_ids: string[] }>`${PREPARED}
     WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)
     UPDATE runs SET
       lease_expires_at = now() + make_interval(secs => ${ttl / 1000}),

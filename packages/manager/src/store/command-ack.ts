@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { CommandRow } from './commands.js';
 import type { Executor } from './runs.js';
+import { PREPARED } from './prepared.js';
 
 export type AckOutcome =
   | { kind: 'acknowledged'; command: CommandRow }
@@ -35,7 +36,7 @@ export async function acknowledge(
   runnerId: string,
   tokenHash: string,
 ): Promise<AckOutcome> {
-  const { rows } = await sql<AckRow>`
+  const { rows } = await sql<AckRow>`${PREPARED}
     WITH run AS (
       SELECT run_id, state, lease_owner, lease_token_hash, lease_expires_at FROM runs
       WHERE run_id = (SELECT run_id FROM commands WHERE command_id = ${commandId})

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { CommandRow } from './commands.js';
 import type { Executor, RunRow } from './runs.js';
+import { PREPARED } from './prepared.js';
 
 /** What a runner poll needs of its run: the lease, for fencing, and the control signals. */
 export type PollRun = Pick<
@@ -55,7 +56,7 @@ export async function pollPage(
   limit: number,
   deliverTo: { runnerId: string; tokenHash: string } | null,
 ): Promise<PollPage | undefined> {
-  const { rows } = await sql<PollRow>`
+  const { rows } = await sql<PollRow>`${PREPARED}
     WITH run AS (
       SELECT runs.*, set_config('synchronous_commit', 'off', true) AS relaxed
       FROM runs WHERE run_id = ${runId}

@@ -2,6 +2,7 @@ import { sql, type Insertable, type Selectable } from 'kysely';
 import type { CommandsTable } from './schema.js';
 import type { Executor, Tx } from './runs.js';
 import { WAKE_CHANNEL } from './wakeups.js';
+import { PREPARED } from './prepared.js';
 
 export type CommandRow = Selectable<CommandsTable>;
 
@@ -52,6 +53,7 @@ export async function findCommand(
     .selectFrom('commands')
     .selectAll()
     .where('command_id', '=', commandId)
+    .modifyEnd(PREPARED)
     .executeTakeFirst();
 }
 

@@ -3,6 +3,7 @@ import type { CommandRow } from './commands.js';
 import type { Executor } from './runs.js';
 import type { CommandsTable } from './schema.js';
 import { WAKE_CHANNEL } from './wakeups.js';
+import { PREPARED } from './prepared.js';
 
 /**
  * A new command of a plain run in one call (`svc_create_command`, migration 0017): the
@@ -19,7 +20,7 @@ export async function createFresh(
 ): Promise<CommandRow | undefined> {
   // The payload travels as JSON inside the row, not as the string the table writer takes.
   const record = JSON.stringify({ ...row, payload });
-  const { rows } = await sql<CommandRow>`
+  const { rows } = await sql<CommandRow>`${PREPARED}
     SELECT * FROM svc_create_command(${row.run_id}, ${record}::jsonb, ${latest},
       ${terminalRunStates}::text[], ${WAKE_CHANNEL}, ${wakeKey})`.execute(db);
   return rows[0];

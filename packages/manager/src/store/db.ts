@@ -3,6 +3,7 @@ import { Kysely, PGliteDialect, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Logger } from '../logging.js';
 import { lockDataDir } from './data-dir-lock.js';
+import { prepareMarked } from './prepared.js';
 import type { Database } from './schema.js';
 import type { PoolStats } from '../metrics/store-gauges.js';
 import { WAKE_CHANNEL, Wakeups } from './wakeups.js';
@@ -43,6 +44,7 @@ async function openPostgres(
   });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on('error', (error) => logger.warn({ err: error.message }, 'store connection lost'));
+  pool.on('connect', prepareMarked);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   const wakeups = new Wakeups();
   const listener = new WakeListener(config.url, wakeups, logger);

@@ -1,6 +1,7 @@
 import { sql, type Selectable } from 'kysely';
 import type { EventsTable } from './schema.js';
 import type { Executor } from './runs.js';
+import { PREPARED } from './prepared.js';
 
 export type EventRow = Selectable<EventsTable>;
 
@@ -41,6 +42,9 @@ export async function pageEvents(
     .selectAll()
     .where('run_id', '=', runId)
     .where('seq', '>', afterSeq);
+  // A filter spells out its lists, one text per length: only the plain page is prepared.
+  if (!filter.categories && !filter.commandIds)
+    return query.orderBy('seq').limit(limit).modifyEnd(PREPARED).execute();
   if (filter.categories) query = query.where('category', 'in', filter.categories);
   if (filter.commandIds) query = query.where('command_id', 'in', filter.commandIds);
   return query.orderBy('seq').limit(limit).execute();
@@ -56,6 +60,7 @@ export async function eventAt(
     .selectAll()
     .where('run_id', '=', runId)
     .where('seq', '=', seq)
+    .modifyEnd(PREPARED)
     .executeTakeFirst();
 }
 

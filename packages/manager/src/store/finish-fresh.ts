@@ -4,6 +4,7 @@ import type { NewEvent } from './events.js';
 import { eventBatch } from './event-batch.js';
 import type { Executor } from './runs.js';
 import { EVENTS_WAKE_PREFIX, WAKE_CHANNEL } from './wakeups.js';
+import { PREPARED } from './prepared.js';
 
 export interface FreshFinish {
   commandId: string;
@@ -32,7 +33,7 @@ export async function finishFresh(
   standalone: boolean,
 ): Promise<CommandRow | undefined> {
   const batch = eventBatch(finish.events);
-  const { rows } = await sql<CommandRow>`
+  const { rows } = await sql<CommandRow>`${PREPARED}
     SELECT * FROM svc_finish_command(${finish.commandId}, ${finish.runnerId},
       ${finish.tokenHash}, ${finish.state}, ${finish.failureKind}, ${finish.message},
       ${finish.threadId}, ${finish.turnId}, ${finish.steerDelivery}::jsonb, ${batch.rows}::jsonb,

@@ -1,6 +1,7 @@
 import { sql, type Expression, type SqlBool } from 'kysely';
 import type { EventRow } from './events.js';
 import type { Executor } from './runs.js';
+import { PREPARED } from './prepared.js';
 
 /**
  * Queries behind the result envelope. A scope is one command's events (commandId set) or, for
@@ -20,7 +21,7 @@ function inScope(scope: Scope): Expression<SqlBool> {
 
 export async function latestTerminal(db: Executor, scope: Scope): Promise<EventRow | undefined> {
   const ownLevel = scope.commandId === null ? sql`command_id IS NULL` : sql`TRUE`;
-  const result = await sql<EventRow>`
+  const result = await sql<EventRow>`${PREPARED}
     SELECT * FROM events WHERE ${inScope(scope)} AND ${ownLevel} AND category = 'terminal_status'
     ORDER BY seq DESC LIMIT 1`.execute(db);
   return result.rows[0];
@@ -36,7 +37,7 @@ export async function latestAssistant(
   const authority = authoritative
     ? sql`AND data->>'final' = 'true' AND data->>'replyAuthority' = 'true'`
     : sql``;
-  const result = await sql<EventRow>`
+  const result = await sql<EventRow>`${PREPARED}
     SELECT * FROM events
     WHERE ${inScope(scope)} AND category = 'assistant_message' AND seq < ${beforeSeq}
       AND coalesce(data->>'text', '') <> '' ${authority}
@@ -51,7 +52,7 @@ export async function assistantParts(
   itemId: string,
   beforeSeq: number,
 ): Promise<EventRow[]> {
-  const result = await sql<EventRow>`
+  const result = await sql<EventRow>`${PREPARED}
     SELECT * FROM events
     WHERE ${inScope(scope)} AND category = 'assistant_message' AND seq < ${beforeSeq} AND data->>'itemId' = ${itemId}
     ORDER BY (data->>'part')::int NULLS FIRST, seq LIMIT 1000`.execute(db);
@@ -62,7 +63,7 @@ export async function scopeCounts(
   db: Executor,
   scope: Scope,
 ): Promise<{ count: number; lastSeq: number | null }> {
-  const result = await sql<{ count: number; last_seq: number | null }>`
+  const result = await sql<{ count: number; last_seq: number | null }>`${PREPARED}
     SELECT count(*)::int AS count, max(seq) AS last_seq FROM events WHERE ${inScope(scope)}`.execute(
     db,
   );
@@ -99,7 +100,7 @@ export interface ArtifactRow {
 
 /** Tool calls whose latest state (among the most recent 200 tool events) is still running. */
 export async function openToolCalls(db: Executor, scope: Scope): Promise<number> {
-  const result = await sql<{ open: number }>`
+  const result = await sql<{ open: number }>`${PREPARED}
     SELECT count(*)::int AS open FROM (
       SELECT DISTINCT ON (item) status FROM (
         SELECT coalesce(data->>'itemId', seq::text) AS item, data->>'status' AS status, seq
@@ -121,7 +122,7 @@ export async function targetEventsAfter(
   // "Later" means after the runner recorded the steer's delivery (`steer.delivered`); the
   // steer's terminal status lands after a further round trip, by which time a short target
   // turn may have finished. Without a delivery event the terminal event is the mark.
-  const result = await sql<{ found: boolean }>`
+  const result = await sql<{ found: boolean }>`${PREPARED}
     SELECT EXISTS (
       SELECT 1 FROM events
       WHERE run_id = ${runId} AND command_id = ${targetCommandId} AND category <> 'terminal_status'

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from './db.js';
 import type { ArtifactRow, Scope, ToolRow, ToolTally } from './result-queries.js';
+import { PREPARED } from './prepared.js';
 
 /**
  * Incremental totals of the result envelope's window (tool calls by their latest state,
@@ -117,7 +118,7 @@ async function fold(db: Db, scope: Scope, entry: Entry, throughSeq: number): Pro
   const num = (field: string) =>
     sql`CASE WHEN jsonb_typeof(data->${field}) = 'number' THEN (data->>${field})::numeric ELSE 0 END`;
   const [tools, artifacts] = await Promise.all([
-    sql<ToolRow & { item: string }>`
+    sql<ToolRow & { item: string }>`${PREPARED}
       SELECT DISTINCT ON (coalesce(data->>'itemId', seq::text))
         coalesce(data->>'itemId', seq::text) AS item,
         seq, data->>'itemId' AS item_id, data->>'method' AS method, data->>'toolName' AS tool_name,
@@ -127,7 +128,7 @@ async function fold(db: Db, scope: Scope, entry: Entry, throughSeq: number): Pro
       FROM events
       WHERE ${inScope(scope)} AND category = 'tool_call' AND seq > ${from} AND seq <= ${throughSeq}
       ORDER BY coalesce(data->>'itemId', seq::text), seq DESC`.execute(db),
-    sql<ArtifactRow>`
+    sql<ArtifactRow>`${PREPARED}
       SELECT
         count(*) FILTER (WHERE category = 'command_output')::int AS output_events,
         coalesce(sum(${num('originalBytes')}) FILTER (WHERE category = 'command_output'), 0)::bigint AS output_bytes,

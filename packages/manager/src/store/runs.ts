@@ -1,6 +1,7 @@
 import { sql, type Insertable, type Selectable, type Transaction } from 'kysely';
 import type { Db } from './db.js';
 import type { Database, RunsTable } from './schema.js';
+import { PREPARED } from './prepared.js';
 
 export type RunRow = Selectable<RunsTable>;
 export type Tx = Transaction<Database>;
@@ -11,7 +12,12 @@ export async function insertRun(db: Executor, row: Insertable<RunsTable>): Promi
 }
 
 export async function findRun(db: Executor, runId: string): Promise<RunRow | undefined> {
-  return db.selectFrom('runs').selectAll().where('run_id', '=', runId).executeTakeFirst();
+  return db
+    .selectFrom('runs')
+    .selectAll()
+    .where('run_id', '=', runId)
+    .modifyEnd(PREPARED)
+    .executeTakeFirst();
 }
 
 /** Row lock for the rest of the transaction: serializes every writer of one run. */

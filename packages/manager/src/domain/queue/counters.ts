@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../store/runs.js';
+import { PREPARED } from '../../store/prepared.js';
 
 /**
  * Queue counters (migration 0014): signed deltas written by triggers in the transactions that
@@ -28,7 +29,7 @@ const FOLD_AFTER_ROWS = 5_000;
 const byQueue = (queue: string | undefined) => (queue ? sql`WHERE queue = ${queue}` : sql``);
 
 export async function taskCounts(db: Executor, queue?: string): Promise<TaskCount[]> {
-  const { rows } = await sql<TaskCount & { rows: number }>`
+  const { rows } = await sql<TaskCount & { rows: number }>`${PREPARED}
     SELECT queue, lane, state, backend_profile, sum(n)::int AS n, count(*)::int AS rows
     FROM queue_task_counts ${byQueue(queue)}
     GROUP BY queue, lane, state, backend_profile
@@ -38,7 +39,7 @@ export async function taskCounts(db: Executor, queue?: string): Promise<TaskCoun
 }
 
 export async function attemptCounts(db: Executor, queue?: string): Promise<AttemptCount[]> {
-  const { rows } = await sql<AttemptCount>`
+  const { rows } = await sql<AttemptCount>`${PREPARED}
     SELECT state, failure_kind, sum(n)::int AS n, sum(retries)::int AS retries
     FROM queue_attempt_counts ${byQueue(queue)}
     GROUP BY state, failure_kind
@@ -52,7 +53,7 @@ export async function currentReads(
   readerId: string,
   queue?: string,
 ): Promise<number> {
-  const { rows } = await sql<{ n: number }>`
+  const { rows } = await sql<{ n: number }>`${PREPARED}
     SELECT coalesce(sum(n), 0)::int AS n FROM queue_read_counts
     WHERE reader_id = ${readerId} ${queue ? sql`AND queue = ${queue}` : sql``}`.execute(db);
   return rows[0]?.n ?? 0;

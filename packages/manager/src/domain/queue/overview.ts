@@ -14,6 +14,7 @@ import { toSummary } from './records.js';
 import { currentChangeSeq } from './store.js';
 import { latestAttempts } from './views.js';
 import { attemptCounts, currentReads, taskCounts } from './counters.js';
+import { PREPARED } from '../../store/prepared.js';
 
 const MAX_GROUPS = 500;
 
@@ -117,6 +118,7 @@ async function commanderRows(
           .orderBy('t.priority', 'desc')
           .orderBy('t.enqueue_seq')
           .limit(want - rows.length)
+          .modifyEnd(PREPARED)
           .execute()),
       );
     }

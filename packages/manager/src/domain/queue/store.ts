@@ -5,6 +5,7 @@ import type {
   QueueReadCursorsTable,
   QueueTasksTable,
 } from '../../store/schema.js';
+import { PREPARED } from '../../store/prepared.js';
 
 /** SQL of the queue, one function per operation; callers own transactions. */
 export type TaskRow = Selectable<QueueTasksTable>;
@@ -49,6 +50,7 @@ export async function currentChangeSeq(db: Executor): Promise<number> {
     .selectFrom('queue_watermark')
     .select('change_seq')
     .where('id', '=', 1)
+    .modifyEnd(PREPARED)
     .executeTakeFirstOrThrow();
   return Number(row.change_seq);
 }
