@@ -20,6 +20,7 @@ const MARK = '/* prepared */';
 export const PREPARED = sql.raw(MARK);
 
 const names = new Map<string, string>();
+let renamed = 0;
 
 /** One name per statement text, the same in every process (a digest of the text). */
 function nameOf(text: string): string {
@@ -31,20 +32,40 @@ function nameOf(text: string): string {
   return name;
 }
 
+/**
+ * A column added to a table while this process runs (another replica's migration) changes
+ * the rows of a prepared `SELECT *`, and the server refuses to run the old statement again.
+ */
+const staleResultType = (error: unknown) =>
+  (error as { code?: unknown }).code === '0A000' &&
+  String((error as Error).message).includes('must not change result type');
+
 type Query = (config: unknown, values?: unknown, callback?: unknown) => unknown;
 
 /**
  * Marked statements of this connection go out as named ones: the driver sends their text and
  * the server parses it once per connection, later executions only bind and execute. Kysely
- * passes each statement as text and values; anything else is left as it came.
+ * passes each statement as text and values; anything else is left as it came. A statement made
+ * stale by a schema change is prepared again under a new name, in every connection of the
+ * process, and tried once more: outside a transaction the caller never sees the refusal.
  */
 export function prepareMarked(client: pg.PoolClient): void {
   const target = client as unknown as { query: Query };
   const query = target.query.bind(client) as Query;
-  target.query = (config, values, callback) =>
-    typeof config === 'string' &&
-    (config.startsWith(MARK) || config.endsWith(MARK)) &&
-    Array.isArray(values)
-      ? query({ name: nameOf(config), text: config, values }, callback)
-      : query(config, values, callback);
+  target.query = (config, values, callback) => {
+    if (
+      typeof config !== 'string' ||
+      !(config.startsWith(MARK) || config.endsWith(MARK)) ||
+      !Array.isArray(values) ||
+      callback !== undefined
+    )
+      return query(config, values, callback);
+    const run = () => query({ name: nameOf(config), text: config, values }) as Promise<unknown>;
+    return run().catch((error: unknown) => {
+      if (!staleResultType(error)) throw error;
+      renamed += 1;
+      names.set(config, `${nameOf(config)}_${renamed}`);
+      return run();
+    });
+  };
 }
