@@ -51,7 +51,7 @@ type Query = (config: unknown, values?: unknown, callback?: unknown) => unknown;
  */
 export function prepareMarked(client: pg.PoolClient): void {
   const target = client as unknown as { query: Query };
-  const query = target.query.bind(client) as Query;
+  const query: Query = target.query.bind(client);
   target.query = (config, values, callback) => {
     if (
       typeof config !== 'string' ||
