@@ -140,7 +140,8 @@ describe('the runner driving the real agent', () => {
       'the shell and this run agent to be gone',
       () =>
         !processesWithTag(tag).some((p) => p.command.includes('sleep 37') || p.pid === agentPid),
-      15_000,
+      // The agent goes with its runner, which exits once idle (6 s here) after the cancel.
+      30_000,
     );
     const events = await runEvents(rig.e.t, runId);
     assert.ok(

@@ -92,9 +92,13 @@ describe('statements prepared once per connection', () => {
     } finally {
       await admin.close();
     }
-    // The pool notices the loss on its next use; the call after that runs on a new connection.
-    await findRun(store.db, 'run-schema').catch(() => undefined);
-    assert.equal((await findRun(store.db, 'run-schema'))?.run_id, 'run-schema');
+    // Calls fail while the pool still hands out the lost connection; it then opens a new one.
+    let row;
+    for (let tries = 0; !row && tries < 40; tries++) {
+      row = await findRun(store.db, 'run-schema').catch(() => undefined);
+      if (!row) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(row?.run_id, 'run-schema');
     assert.ok((await prepared()).some((s) => s.statement.includes('from "runs"')));
   });
 });

@@ -72,6 +72,7 @@ export class FakeKube {
   readonly #injected: Injected[] = [];
   readonly #watches = new WatchHub();
   #revision = 1000;
+  readonly #listeners = new Set<(request: KubeRequest) => void>();
 
   private constructor(
     private readonly server: Server,
@@ -89,6 +90,15 @@ export class FakeKube {
       (req: IncomingMessage, res: ServerResponse) => void fake.#handle(req, res),
     );
     return fake;
+  }
+
+  /**
+   * Calls `listener` with each request as it is recorded, before it is answered; returns the
+   * function that stops it. For waiting on a request without polling `requests`.
+   */
+  onRequest(listener: (request: KubeRequest) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   /** A copy of a stored object, or undefined. */
@@ -241,7 +251,7 @@ export class FakeKube {
       body = null;
     }
     const method = req.method ?? 'GET';
-    this.requests.push({
+    const recorded: KubeRequest = {
       clientPort: req.socket.remotePort ?? 0,
       method,
       path: url.pathname,
@@ -249,7 +259,9 @@ export class FakeKube {
       contentType,
       body,
       raw,
-    });
+    };
+    this.requests.push(recorded);
+    for (const listener of this.#listeners) listener(recorded);
     const send = (status: number, payload: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(payload));

@@ -23,6 +23,7 @@ import { findTask, LAST_CHANGE_SEQ, takeChangeSeqs } from './store.js';
 import type { Executor } from '../../store/runs.js';
 import { toTask } from './records.js';
 import { getTask } from './views.js';
+import { PREPARED } from '../../store/prepared.js';
 
 export type SubmitOutcome =
   { kind: 'task'; task: Task; created: boolean } | { kind: 'plan'; plan: QueuePlan };
@@ -118,6 +119,7 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
       .onConflict((oc) => oc.column('task_id').doNothing())
       .returningAll()
       .returning(sql<string>`pg_notify(${WAKE_CHANNEL}, ${QUEUE_SUBMIT_KEY})::text`.as('woke'))
+      .modifyEnd(PREPARED)
       .executeTakeFirst();
   const inserted =
     references.length === 0

@@ -2,6 +2,7 @@ import { ServiceError } from '@svc/contracts';
 import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import type { Executor, Tx } from '../../store/runs.js';
+import { PREPARED } from '../../store/prepared.js';
 
 /**
  * Capacity is counted in the database, from open attempts (`dispatched` or `running`), so
@@ -11,7 +12,7 @@ import type { Executor, Tx } from '../../store/runs.js';
 const CAPACITY_LOCK = 0x5c4ed001;
 
 export async function lockCapacity(trx: Tx): Promise<void> {
-  await sql`SELECT pg_advisory_xact_lock(${CAPACITY_LOCK})`.execute(trx);
+  await sql`${PREPARED} SELECT pg_advisory_xact_lock(${CAPACITY_LOCK})`.execute(trx);
 }
 
 export interface InUse {
@@ -88,7 +89,7 @@ export async function readCapacity(
   db: Executor,
   settings: SchedulerSettings,
 ): Promise<{ limits: Limits; use: InUse }> {
-  const { rows } = await sql<CapacityColumns>`
+  const { rows } = await sql<CapacityColumns>`${PREPARED}
     WITH ${capacityCtes(settings, 0)}
     SELECT capacity_queues, capacity_used FROM capacity`.execute(db);
   return capacityOf(settings, rows[0]!);

@@ -16,6 +16,7 @@ import {
   type Candidate,
 } from './capacity.js';
 import { backoffDelay, retryPolicyOf } from './task-policy.js';
+import { PREPARED } from '../../store/prepared.js';
 
 export interface Claimed {
   task: TaskRow;
@@ -42,7 +43,7 @@ export async function claimBatch<W>(
     // Capacity and candidates in one statement, after the lock: up to a batch of ready tasks
     // per tenant under its limit (configured limits are whole numbers, never null), no more
     // than the global limit leaves room for. `pickFair` checks every limit again per task.
-    const rows = await sql<TaskRow & CapacityColumns & { capacity_room: number }>`
+    const rows = await sql<TaskRow & CapacityColumns & { capacity_room: number }>`${PREPARED}
       WITH ${capacityCtes(settings, settings.batchSize)},
       open_tenants AS (
         SELECT q.tenant_id FROM (
@@ -104,7 +105,7 @@ const dueTask = (t: RawBuilder<unknown>) =>
 
 /** Whether any queued task is due: the claim would find a candidate, capacity permitting. */
 export async function anyReady(db: Executor): Promise<boolean> {
-  const { rows } = await sql<{ ready: boolean }>`
+  const { rows } = await sql<{ ready: boolean }>`${PREPARED}
     SELECT EXISTS (SELECT 1 FROM queue_tasks t WHERE ${dueTask(sql.ref('t'))}) AS ready`.execute(
     db,
   );
