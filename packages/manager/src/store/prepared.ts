@@ -69,3 +69,10 @@ export function prepareMarked(client: pg.PoolClient): void {
     });
   };
 }
+
+/**
+ * For a statement whose text grows with its rows (a multi-row insert): the mark when it writes
+ * one row, the common case of a claim as tasks trickle in, so a connection holds one text of
+ * it; nothing otherwise.
+ */
+export const preparedForOne = (rows: number) => (rows === 1 ? PREPARED : sql.raw(''));

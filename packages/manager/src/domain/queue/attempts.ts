@@ -15,6 +15,7 @@ import {
   type AttemptRow,
   type TaskRow,
 } from './store.js';
+import { preparedForOne } from '../../store/prepared.js';
 
 /**
  * An attempt still `dispatched` with no run this long after it was created was cut off between
@@ -195,6 +196,7 @@ export async function createAttempts(
         'task_updated_at',
       ),
     ])
+    .modifyEnd(preparedForOne(n))
     .execute();
   const byTask = new Map(tasks.map((task) => [task.task_id, task]));
   return made.map(({ task_changed, task_updated_at, ...attempt }) => ({

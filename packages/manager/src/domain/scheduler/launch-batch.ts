@@ -18,6 +18,7 @@ import { runRowOf } from '../runs.js';
 import { sessionPvcOf } from '../sessions/hooks.js';
 import { sessionRowOf } from '../sessions/sessions.js';
 import type { Claimed } from './claim.js';
+import { preparedForOne } from '../../store/prepared.js';
 
 /** A claimed attempt of a bootstrapped session, its checks passed. */
 export interface FreshAttempt {
@@ -59,11 +60,13 @@ export async function writeRecords(
     .insertInto('runs')
     .values(built.map((b) => b.run))
     .returningAll()
+    .modifyEnd(preparedForOne(built.length))
     .execute();
   const commands = await trx
     .insertInto('commands')
     .values(built.map((b) => b.command))
     .returningAll()
+    .modifyEnd(preparedForOne(built.length))
     .execute();
   const runById = new Map(runs.map((r) => [r.run_id, r]));
   const commandById = new Map(commands.map((c) => [c.command_id, c]));
@@ -198,6 +201,7 @@ async function writeReferences(
     )
     .selectFrom('referenced')
     .selectAll()
+    .modifyEnd(preparedForOne(refs.length))
     .execute();
   return new Map(rows.map((row) => [row.attempt_id, row]));
 }
