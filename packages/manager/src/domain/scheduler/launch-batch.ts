@@ -18,7 +18,7 @@ import { runRowOf } from '../runs.js';
 import { sessionPvcOf } from '../sessions/hooks.js';
 import { sessionRowOf } from '../sessions/sessions.js';
 import type { Claimed } from './claim.js';
-import { preparedForOne } from '../../store/prepared.js';
+import { PREPARED, preparedForOne } from '../../store/prepared.js';
 
 /** A claimed attempt of a bootstrapped session, its checks passed. */
 export interface FreshAttempt {
@@ -250,23 +250,25 @@ export async function startBatch(
   const started = outcomes.filter((o): o is { job: PendingJob; result: LaunchResult } => !!o);
   if (started.length === 0) return;
   const column = <T>(pick: (s: (typeof started)[number]) => T) => started.map(pick);
-  await ctx.db.transaction().execute(async (trx) => {
-    // Where each job runs is recorded whatever phase a fast job already reported.
-    await sql`
-      UPDATE runner_jobs j SET
-        phase = CASE WHEN j.phase = 'pending' THEN v.phase ELSE j.phase END,
-        log_path = v.log_path, pod_identity = v.pod_identity,
-        started_at = coalesce(j.started_at, now()), updated_at = now()
-      FROM unnest(
-        ${column((s) => s.job.spec.runnerJobId)}::text[], ${column((s) => s.result.phase)}::text[],
-        ${column((s) => s.result.logPath)}::text[], ${column((s) => s.result.podIdentity)}::text[]
-      ) AS v(runner_job_id, phase, log_path, pod_identity)
-      WHERE j.runner_job_id = v.runner_job_id`.execute(trx);
-    await sql`
+  // Where each job runs is recorded whatever phase a fast job already reported; the jobs and
+  // their attempts in one statement (one round trip, one commit). The jobs are the main
+  // statement, so their rows are locked before the attempts' (run when it has finished), as
+  // in the two statements this replaced.
+  await sql`${PREPARED}
+    WITH v AS (
+      SELECT * FROM unnest(
+        ${column((s) => s.job.spec.runnerJobId)}::text[], ${column((s) => s.job.attempt.attempt_id)}::text[],
+        ${column((s) => s.result.phase)}::text[], ${column((s) => s.result.logPath)}::text[],
+        ${column((s) => s.result.podIdentity)}::text[]
+      ) AS v(runner_job_id, attempt_id, phase, log_path, pod_identity)
+    ),
+    attempts AS (
       UPDATE queue_attempts a SET runner_phase = v.phase, updated_at = now()
-      FROM unnest(
-        ${column((s) => s.job.attempt.attempt_id)}::text[], ${column((s) => s.result.phase)}::text[]
-      ) AS v(attempt_id, phase)
-      WHERE a.attempt_id = v.attempt_id AND a.runner_phase = 'pending'`.execute(trx);
-  });
+      FROM v WHERE a.attempt_id = v.attempt_id AND a.runner_phase = 'pending'
+    )
+    UPDATE runner_jobs j SET
+      phase = CASE WHEN j.phase = 'pending' THEN v.phase ELSE j.phase END,
+      log_path = v.log_path, pod_identity = v.pod_identity,
+      started_at = coalesce(j.started_at, now()), updated_at = now()
+    FROM v WHERE j.runner_job_id = v.runner_job_id`.execute(ctx.db);
 }
