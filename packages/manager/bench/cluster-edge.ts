@@ -11,6 +11,9 @@ export class EdgeLauncher implements Launcher {
   readonly kind = 'kubernetes' as const;
   readonly namespace = 'svc-v01';
   launched = 0;
+  /** When the first and the latest Job were asked for (performance.now()). */
+  firstAt: number | undefined;
+  lastAt: number | undefined;
 
   render(spec: RunnerJobSpec): Record<string, unknown> {
     return { metadata: { name: spec.jobName } };
@@ -18,6 +21,8 @@ export class EdgeLauncher implements Launcher {
 
   launch(spec: RunnerJobSpec): Promise<LaunchResult> {
     this.launched++;
+    this.lastAt = performance.now();
+    this.firstAt ??= this.lastAt;
     return Promise.resolve({
       phase: 'starting',
       logPath: `kubernetes:${this.namespace}/job/${spec.jobName}`,

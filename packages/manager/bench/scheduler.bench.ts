@@ -14,8 +14,9 @@ import { out, pct, requirePostgres } from './support.js';
  *    within 3x of theirs). Ours does more: attempt, session, run, turn, per-job Secret and Job.
  * 2. drain: 10,000 queued tasks through the scheduler of a fresh manager, the launcher stubbed
  *    at its edge (Job and volume creates answered at once, in process), until every task's
- *    runner Job was requested (target >= 1,000/s); the rate at which attempts are claimed is
- *    printed next to it. The same drain through the fake Kubernetes API over HTTP follows, for
+ *    runner Job was requested (target >= 1,000/s, counted from the first Job requested to the
+ *    last; the same counted from the manager's start, boot included, is printed under it); the
+ *    rate at which attempts are claimed is printed next to it. The same drain through the fake Kubernetes API over HTTP follows, for
  *    what the client and an API server add (BENCH_SCHED_DRAIN_KUBE tasks, 0 to skip).
  */
 const LATENCY_SAMPLES = Number(process.env['BENCH_SCHED_SAMPLES'] ?? 200);
@@ -145,6 +146,8 @@ interface Drain {
   /** Until every task's runner Job reached the Kubernetes API. */
   launchedSeconds: number;
   launched: number;
+  /** From the first Job requested to the last (the manager's start left out); edge only. */
+  steadySeconds: number | undefined;
 }
 
 /**
@@ -188,9 +191,13 @@ async function drainRate(tasks: number, edge: boolean): Promise<Drain> {
     let progressAt = performance.now();
     // Done when every task's Job was requested; a drain that stops making progress for a
     // minute is reported as it stands.
+    let counted = 0;
     while (launched < tasks && performance.now() - progressAt < 60_000) {
       await new Promise((r) => setTimeout(r, 20));
-      if (claimedSeconds === undefined) {
+      // The count of queued tasks is a read of the whole queue: a few times a second only,
+      // not to load the database under test.
+      if (claimedSeconds === undefined && performance.now() - counted >= 250) {
+        counted = performance.now();
         const { rows } = await pool.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM queue_tasks WHERE state = 'queued'`,
         );
@@ -202,7 +209,16 @@ async function drainRate(tasks: number, edge: boolean): Promise<Drain> {
     }
     const launchedSeconds = (performance.now() - started) / 1000;
     await pool.end();
-    return { claimedSeconds: claimedSeconds ?? launchedSeconds, launchedSeconds, launched };
+    const steadySeconds =
+      edge && launcher.firstAt !== undefined && launcher.lastAt !== undefined
+        ? (launcher.lastAt - launcher.firstAt) / 1000
+        : undefined;
+    return {
+      claimedSeconds: claimedSeconds ?? launchedSeconds,
+      launchedSeconds,
+      launched,
+      steadySeconds,
+    };
   } finally {
     await t.close();
     await store.drop();
@@ -225,8 +241,13 @@ out('ratio of p50s (ours / graphile-worker)', `${ratio.toFixed(2)}x`, '(target <
 const drain = await drainRate(DRAIN_TASKS, true);
 out(
   `drain ${DRAIN_TASKS} queued tasks: runner Jobs requested (launcher stubbed at its edge)`,
+  `${((drain.launched - 1) / (drain.steadySeconds ?? drain.launchedSeconds)).toFixed(0)} tasks/s`,
+  `(target >= 1000/s; first to last of ${drain.launched} Jobs in ${(drain.steadySeconds ?? drain.launchedSeconds).toFixed(1)} s)`,
+);
+out(
+  `  the same, counted from the scheduling manager's start`,
   `${(drain.launched / drain.launchedSeconds).toFixed(0)} tasks/s`,
-  `(target >= 1000/s; ${drain.launched} Jobs in ${drain.launchedSeconds.toFixed(1)} s)`,
+  `(${drain.launched} Jobs in ${drain.launchedSeconds.toFixed(1)} s)`,
 );
 out(
   `drain ${DRAIN_TASKS} queued tasks: attempts claimed`,
