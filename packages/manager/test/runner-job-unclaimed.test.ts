@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import { dispatch, show, startQueueRig, submit, type QueueRig } from './queue-helpers.js';
 import { TestRunner } from './helpers.js';
 
@@ -59,6 +60,39 @@ describe('a runner Job that ends before claiming', () => {
     });
     assert.equal(shown.latestAttempt.failureKind, 'infra-failed');
     assert.equal(shown.latestAttempt.runner.phase, 'failed');
+  });
+
+  it('follows a turn that failed before the dispatch recorded its references', async () => {
+    // The attempt's references reach the database only after the runner Job died and its turn
+    // failed: the dispatch must find the failure itself, the failing side found no attempt.
+    const db = dying.t.manager.store.db;
+    await sql`
+      CREATE OR REPLACE FUNCTION slow_attempt_refs() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.command_id IS NOT NULL AND OLD.command_id IS NULL THEN
+          PERFORM pg_sleep(2);
+        END IF;
+        RETURN NEW;
+      END $$`.execute(db);
+    await sql`
+      CREATE TRIGGER slow_attempt_refs BEFORE UPDATE ON queue_attempts
+      FOR EACH ROW EXECUTE FUNCTION slow_attempt_refs()`.execute(db);
+    try {
+      const task = await submit(dying.t);
+      const d = await dispatch(dying.t, task.taskId);
+      const shown = await until('the task to follow', async () => {
+        const s = await show(dying.t, task.taskId);
+        return s.state === 'failed' ? s : undefined;
+      });
+      assert.equal(shown.latestAttempt.failureKind, 'infra-failed');
+      assert.equal(shown.latestAttempt.commandId, d.command.commandId);
+      const command = (
+        await dying.t.api('GET', `/api/v1/runs/${d.run.runId}/commands/${d.command.commandId}`)
+      ).body;
+      assert.equal(command.state, 'failed');
+    } finally {
+      await sql`DROP TRIGGER slow_attempt_refs ON queue_attempts`.execute(db);
+    }
   });
 
   it('a session send with its own runner Job: the turn fails the same way', async () => {

@@ -6,11 +6,13 @@ import {
   type DispatchResponse,
   type RunBase,
   type SendResponse,
+  TERMINAL_COMMAND_STATES,
   type WorkReadySummary,
 } from '@svc/contracts';
 import type { SessionVolumes } from '../../sessions/volumes.js';
 import { findCommand } from '../../store/commands.js';
 import { dbNow, findRun } from '../../store/runs.js';
+import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import { cancelCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
 import type { RunnerJobRow } from '../runner-jobs/records.js';
@@ -20,7 +22,7 @@ import { sessionPath } from '../sessions/records.js';
 import { sendToSession } from '../sessions/send.js';
 import { createSession } from '../sessions/sessions.js';
 import type { Prepared } from './dispatch.js';
-import { outcomeOfRow, outcomeSummary } from './follow.js';
+import { followTerminal, outcomeOfRow, outcomeSummary } from './follow.js';
 import { supervisorSnapshot } from './outcome.js';
 import { toAttempt } from './records.js';
 import {
@@ -101,11 +103,17 @@ async function recordLaunch(
     dbNow(ctx.db),
   ]);
   const supervisor = run ? supervisorSnapshot(now, run, command ?? null, sessionId) : null;
+  const runId = sent.run!.runId;
+  const commandId = sent.command!.commandId;
   const written = await ctx.db.transaction().execute(async (trx) => {
+    // The run first, as every writer of its terminal state locks it before the task: a turn
+    // that ended before these references existed (a runner Job that died at once) is followed
+    // below, one that ends after this commit finds them.
+    await sql`SELECT 1 FROM runs WHERE run_id = ${runId} FOR SHARE`.execute(trx);
     await lockTask(trx, taskId);
-    const row = await updateAttempt(trx, attempt.attempt_id, {
-      run_id: sent.run!.runId,
-      command_id: sent.command!.commandId,
+    let row = await updateAttempt(trx, attempt.attempt_id, {
+      run_id: runId,
+      command_id: commandId,
       runner_job_id: job?.runner_job_id ?? null,
       thread: sent.command!.threadId ? 'resume' : 'start',
       runner_id: job?.runner_id ?? null,
@@ -116,6 +124,14 @@ async function recordLaunch(
     });
     // The references are a change pollers should see, even on a task cancelled meanwhile.
     await changeTask(trx, taskId, {});
+    const ended = await findCommand(trx, commandId);
+    if (ended && (TERMINAL_COMMAND_STATES as readonly string[]).includes(ended.state)) {
+      const change = { runId, commandId, state: ended.state, threadId: ended.thread_id };
+      if (await followTerminal(trx, change)) {
+        await ctx.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
+        row = (await findAttempt(trx, attempt.attempt_id)) ?? row;
+      }
+    }
     // The update leaves the state as it was: a cancel that came first shows in the row.
     return { row, cancelledMeanwhile: row.state === 'cancelled' };
   });
