@@ -10,7 +10,8 @@ import { loadConfig, startManager, type RunningManager, type StartOptions } from
 import { migrateToLatest } from '../src/store/migrate.js';
 
 const MIGRATIONS_DIR = join(import.meta.dirname, '../src/store/migrations');
-import { openStore } from '../src/store/db.js';
+import { openStore, type Db } from '../src/store/db.js';
+import { sql } from 'kysely';
 import { createLogger } from '../src/logging.js';
 import { Redactor } from '@svc/contracts';
 
@@ -260,4 +261,26 @@ export class TestRunner {
       this.fenced(),
     );
   }
+}
+
+/**
+ * A row trigger planted at the database's edge (a fault or a delay that an operator's
+ * constraint or a slow disk could cause): `body` is the PL/pgSQL between BEGIN and END, and
+ * must RETURN NEW. Returns its removal.
+ */
+export async function plantTrigger(
+  db: Db,
+  trigger: { name: string; before: 'INSERT' | 'UPDATE'; table: string; body: string },
+): Promise<() => Promise<void>> {
+  const name = sql.raw(trigger.name);
+  const table = sql.raw(trigger.table);
+  await sql`
+    CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN ${sql.raw(trigger.body)} END $$`.execute(db);
+  await sql`
+    CREATE TRIGGER ${name} BEFORE ${sql.raw(trigger.before)} ON ${table}
+    FOR EACH ROW EXECUTE FUNCTION ${name}()`.execute(db);
+  return async () => {
+    await sql`DROP TRIGGER ${name} ON ${table}`.execute(db);
+  };
 }

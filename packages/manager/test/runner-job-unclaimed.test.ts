@@ -3,9 +3,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { sql } from 'kysely';
 import { dispatch, show, startQueueRig, submit, type QueueRig } from './queue-helpers.js';
-import { TestRunner } from './helpers.js';
+import { plantTrigger, TestRunner } from './helpers.js';
 
 /** Stand-in runner programs: one that dies at once, one that lives a little, then fails. */
 let dir: string;
@@ -65,18 +64,16 @@ describe('a runner Job that ends before claiming', () => {
   it('follows a turn that failed before the dispatch recorded its references', async () => {
     // The attempt's references reach the database only after the runner Job died and its turn
     // failed: the dispatch must find the failure itself, the failing side found no attempt.
-    const db = dying.t.manager.store.db;
-    await sql`
-      CREATE OR REPLACE FUNCTION slow_attempt_refs() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
+    const remove = await plantTrigger(dying.t.manager.store.db, {
+      name: 'slow_attempt_refs',
+      before: 'UPDATE',
+      table: 'queue_attempts',
+      body: `
         IF NEW.command_id IS NOT NULL AND OLD.command_id IS NULL THEN
           PERFORM pg_sleep(2);
         END IF;
-        RETURN NEW;
-      END $$`.execute(db);
-    await sql`
-      CREATE TRIGGER slow_attempt_refs BEFORE UPDATE ON queue_attempts
-      FOR EACH ROW EXECUTE FUNCTION slow_attempt_refs()`.execute(db);
+        RETURN NEW;`,
+    });
     try {
       const task = await submit(dying.t);
       const d = await dispatch(dying.t, task.taskId);
@@ -91,7 +88,7 @@ describe('a runner Job that ends before claiming', () => {
       ).body;
       assert.equal(command.state, 'failed');
     } finally {
-      await sql`DROP TRIGGER slow_attempt_refs ON queue_attempts`.execute(db);
+      await remove();
     }
   });
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { FakeKube } from '@svc/testkit';
-import { startTestManager, type TestManager } from './helpers.js';
+import { plantTrigger, startTestManager, type TestManager } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
 
 /**
@@ -225,17 +225,16 @@ describe('scheduler batches', () => {
       for (let i = 0; i < 4; i++) tasks.push(await submit(seeder, `task ${i}`));
       // The database refuses the batch statement's sessions (and only those): a fault at the
       // edge, as a constraint added by an operator or a full disk would be.
-      await sql`
-        CREATE FUNCTION refuse_batch_sessions() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
+      await plantTrigger(seeding, {
+        name: 'refuse_batch_sessions',
+        before: 'INSERT',
+        table: 'sessions',
+        body: `
           IF current_query() LIKE '%fresh_sessions%' THEN
             RAISE EXCEPTION 'batch sessions refused';
           END IF;
-          RETURN NEW;
-        END $$`.execute(seeding);
-      await sql`
-        CREATE TRIGGER refuse_batch_sessions BEFORE INSERT ON sessions
-        FOR EACH ROW EXECUTE FUNCTION refuse_batch_sessions()`.execute(seeding);
+          RETURN NEW;`,
+      });
       await seeder.manager.close();
       const t = await startTestManager({ store: seeder.store, env: kubeEnv(SCHEDULING) });
       try {

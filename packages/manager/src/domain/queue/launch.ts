@@ -6,14 +6,13 @@ import {
   type DispatchResponse,
   type RunBase,
   type SendResponse,
-  TERMINAL_COMMAND_STATES,
   type WorkReadySummary,
 } from '@svc/contracts';
 import type { SessionVolumes } from '../../sessions/volumes.js';
 import { findCommand } from '../../store/commands.js';
 import { dbNow, findRun } from '../../store/runs.js';
 import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
-import { cancelCommand } from '../commands.js';
+import { cancelCommand, isTerminalCommand } from '../commands.js';
 import type { Ctx } from '../context.js';
 import type { RunnerJobRow } from '../runner-jobs/records.js';
 import type { RunnerJobDeps } from '../runner-jobs/runner-jobs.js';
@@ -125,7 +124,7 @@ async function recordLaunch(
     // The references are a change pollers should see, even on a task cancelled meanwhile.
     await changeTask(trx, taskId, {});
     const ended = await findCommand(trx, commandId);
-    if (ended && (TERMINAL_COMMAND_STATES as readonly string[]).includes(ended.state)) {
+    if (ended && isTerminalCommand(ended.state)) {
       const change = { runId, commandId, state: ended.state, threadId: ended.thread_id };
       if (await followTerminal(trx, change)) {
         await ctx.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
