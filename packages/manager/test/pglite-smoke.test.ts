@@ -124,6 +124,14 @@ describe('embedded PGlite store', () => {
         {},
       );
       assert.equal(refreshed.body.state, 'completed', refreshed.raw);
+      // The commander's page is one call of a PL/pgSQL function: the embedded store runs it too.
+      const view = await e.t.api('GET', '/api/v1/queue/commander?queue=smoke&readerId=smoke');
+      assert.equal(view.status, 200, view.raw);
+      assert.deepEqual(
+        view.body.items.map((item: any) => [item.reason, item.task.taskId]),
+        [['unread', task.body.taskId]],
+      );
+      assert.equal(view.body.items[0].task.latestAttempt.state, 'completed');
     } finally {
       await e.close();
     }

@@ -295,6 +295,57 @@ describe('queue tasks: cancel, read, stats, commander', () => {
     assert.ok(view.next[0].startsWith('queue dispatch '));
   });
 
+  it('gives each commander item the summary the task list gives, in every state, queue filter and view', async () => {
+    const queue = 'cmdr-same';
+    const db = rig.t.manager.store.db;
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++)
+      ids.push((await submit(rig.t, { queue, priority: i % 2, metadata: { n: i } })).taskId);
+    const [blocked, running, failed, dispatched] = ids as [string, string, string, string];
+    for (const id of [blocked, running, failed, dispatched]) await dispatch(rig.t, id);
+    // States a run would reach, as the queue records them; the failed attempt with its figures.
+    for (const [id, state] of [
+      [blocked, 'blocked'],
+      [running, 'running'],
+      [failed, 'failed'],
+    ] as const)
+      await sql`UPDATE queue_tasks SET state = ${state}, version = version + 1
+        WHERE task_id = ${id}`.execute(db);
+    await sql`UPDATE queue_attempts SET state = 'failed', terminal_status = 'failed',
+        failure_kind = 'provider-unavailable', message = 'the provider answered 503',
+        duration_ms = 1234, event_count = 7, last_event_seq = 9,
+        started_at = now() - interval '2.123456 seconds', terminal_at = now()
+      WHERE task_id = ${failed}`.execute(db);
+    for (const view of ['', '&view=full']) {
+      const listed = (await api('GET', `/api/v1/queue/tasks?queue=${queue}&limit=50${view}`)).body
+        .tasks as any[];
+      const byId = new Map(listed.map((task) => [task.taskId, task]));
+      assert.equal(byId.size, 6);
+      for (const filter of [`queue=${queue}&`, '']) {
+        const res = await api(
+          'GET',
+          `/api/v1/queue/commander?${filter}readerId=dana&limit=200${view}`,
+        );
+        assert.equal(res.status, 200, res.raw);
+        const items = (res.body.items as any[]).filter((item) => byId.has(item.task.taskId));
+        assert.deepEqual(
+          items.map((item) => item.reason),
+          ['failed', 'blocked', 'running', 'dispatched', 'queued', 'queued'],
+          `commander ${filter || 'of all queues'}${view}`,
+        );
+        for (const { task } of items) {
+          const { reader, ...summary } = task;
+          assert.deepEqual(summary, byId.get(task.taskId), `${task.taskId}${view}`);
+          assert.deepEqual(reader, { readerId: 'dana', readVersion: null, unread: true });
+        }
+      }
+    }
+    const failedItem = (await api('GET', `/api/v1/queue/commander?queue=${queue}`)).body.items[0];
+    assert.equal(failedItem.task.latestAttempt.durationMs, 1234);
+    assert.equal(failedItem.task.latestAttempt.failureKind, 'provider-unavailable');
+    assert.match(failedItem.task.latestAttempt.startedAt, /^\d{4}-\d\d-\d\dT[\d:.]+Z$/);
+  });
+
   it('puts failed, then in-flight, then unread finished, then queued tasks first, each with its latest attempt', async () => {
     const queue = 'cmdr-mixed';
     const db = rig.t.manager.store.db;

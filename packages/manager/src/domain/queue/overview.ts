@@ -12,7 +12,7 @@ import type { Executor } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
 import { toSummary } from './records.js';
 import { currentChangeSeq } from './store.js';
-import { latestAttempts } from './views.js';
+import type { AttemptRow, TaskRow } from './store.js';
 import { attemptCounts, currentReads, taskCounts } from './counters.js';
 import { PREPARED } from '../../store/prepared.js';
 
@@ -74,59 +74,55 @@ export async function queueStats(ctx: Pick<Ctx, 'db'>, queue?: string): Promise<
   };
 }
 
-/** Commander order: states by urgency; finished tasks only when a reader has not read them. */
-const COMMANDER_ORDER: readonly (readonly string[])[] = [
-  ['failed'],
-  ['blocked'],
-  ['running'],
-  ['dispatched'],
-  ['completed', 'cancelled'],
-  ['queued'],
+/** A task of the commander's page, with the reader's read version and its latest attempt. */
+type PageRow = TaskRow & {
+  read_version: number | null;
+  /** The attempt row as JSON (its timestamps as text): null when the task has none. */
+  latest_attempt: (Omit<AttemptRow, AttemptTime> & Record<AttemptTime, string | null>) | null;
+};
+
+type AttemptTime = 'supervisor_at' | 'created_at' | 'updated_at' | 'started_at' | 'terminal_at';
+const ATTEMPT_TIMES: readonly AttemptTime[] = [
+  'supervisor_at',
+  'created_at',
+  'updated_at',
+  'started_at',
+  'terminal_at',
 ];
 
 /**
- * The first `want` tasks in commander order, state by state, each walked in queue order on
- * (queue, state, priority, enqueue_seq) and stopped as soon as the page is full, so the cost
- * follows the page, not the queue. Finished tasks are filtered on the reader's cursor.
+ * The first `want` tasks in commander order with their latest attempts, in one statement:
+ * `svc_commander_tasks` (migration 0018) walks the states by urgency and stops as soon as the
+ * page is full, so the cost follows the page, not the queue. Finished tasks appear only for a
+ * reader, filtered on its cursor.
  */
 async function commanderRows(
   db: Executor,
   queue: string | undefined,
   reader: string | null,
   want: number,
-) {
-  const rows = [];
-  for (const states of COMMANDER_ORDER) {
-    if (rows.length >= want) break;
-    const finished = states.includes('completed');
-    if (finished && !reader) continue;
-    const part = [];
-    for (const state of states) {
-      let q = db
-        .selectFrom('queue_tasks as t')
-        .leftJoin('queue_read_cursors as rc', (join) =>
-          join.onRef('rc.task_id', '=', 't.task_id').on('rc.reader_id', '=', reader ?? ''),
-        )
-        .selectAll('t')
-        .select('rc.read_version')
-        .where('t.state', '=', state);
-      if (queue) q = q.where('t.queue', '=', queue);
-      if (finished)
-        q = q.where(sql<boolean>`(rc.read_version IS NULL OR rc.read_version < t.version)`);
-      part.push(
-        ...(await q
-          .orderBy('t.priority', 'desc')
-          .orderBy('t.enqueue_seq')
-          .limit(want - rows.length)
-          .modifyEnd(PREPARED)
-          .execute()),
-      );
-    }
-    if (states.length > 1)
-      part.sort((a, b) => b.priority - a.priority || Number(a.enqueue_seq) - Number(b.enqueue_seq));
-    rows.push(...part.slice(0, want - rows.length));
+): Promise<Array<{ row: TaskRow & { read_version: number | null }; attempt: AttemptRow | null }>> {
+  const { rows } = await sql<PageRow>`${PREPARED}
+    SELECT t.*, c.page_read_version AS read_version, to_jsonb(a) AS latest_attempt
+    FROM svc_commander_tasks(${queue ?? null}::text, ${reader}::text, ${want}::int)
+      WITH ORDINALITY AS c(page_task_id, page_read_version, ord)
+    JOIN queue_tasks t ON t.task_id = c.page_task_id
+    LEFT JOIN queue_attempts a ON a.attempt_id = t.latest_attempt_id
+    ORDER BY c.ord`.execute(db);
+  // The rows are fresh from the driver: each is used as its task row, its attempt revived in place.
+  return rows.map((row) => ({
+    row,
+    attempt: row.latest_attempt && attemptOfJson(row.latest_attempt),
+  }));
+}
+
+function attemptOfJson(json: NonNullable<PageRow['latest_attempt']>): AttemptRow {
+  const attempt = json as unknown as Record<AttemptTime, Date | null>;
+  for (const key of ATTEMPT_TIMES) {
+    const value = json[key];
+    attempt[key] = value === null ? null : new Date(value);
   }
-  return rows;
+  return attempt as unknown as AttemptRow;
 }
 
 type Reason = Commander['items'][number]['reason'];
@@ -147,12 +143,10 @@ export async function commander(ctx: Pick<Ctx, 'db'>, query: CommanderQuery): Pr
   ]);
   // Every task the reader has not read at its latest version, from the counters.
   const unreadN = current === null ? null : stats.total - current;
-  const page = rows.slice(0, limit);
-  const attempts = await latestAttempts(ctx.db, page);
-  const items = page.map((row) => {
+  const items = rows.slice(0, limit).map(({ row, attempt }) => {
     const reason: Reason =
       row.state in RANK ? (row.state as Reason) : row.state === 'queued' ? 'queued' : 'unread';
-    const task: TaskSummary = toSummary(row, attempts.get(row.latest_attempt_id ?? '') ?? null, {
+    const task: TaskSummary = toSummary(row, attempt, {
       full: query.view === 'full',
       reader: reader ? { readerId: reader, readVersion: row.read_version ?? null } : null,
     });

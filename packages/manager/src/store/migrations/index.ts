@@ -13,6 +13,7 @@ import * as queueCounters from './0014-queue-counters.js';
 import * as appendFunction from './0015-append-function.js';
 import * as finishFunction from './0016-finish-function.js';
 import * as createFunction from './0017-create-function.js';
+import * as commanderFunction from './0018-commander-function.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -30,6 +31,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0015-append-function': appendFunction,
   '0016-finish-function': finishFunction,
   '0017-create-function': createFunction,
+  '0018-commander-function': commanderFunction,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
