@@ -193,6 +193,22 @@ describe('scheduler batches', () => {
           .executeTakeFirstOrThrow();
         assert.equal(job.phase, 'failed');
         assert.equal((job.terminal_summary as { reason: string }).reason, 'launch-failed');
+        // The attempt whose claim was refused: its Secret, made while the claim was being
+        // created, is deleted again, no Job is created, and its runner Job record is failed.
+        const refusedVolume = failed.find((a) => /volume of session/.test(a.message ?? ''))!;
+        assert.doesNotMatch(refusedVolume.message!, /runner job/, 'the claim is the reason given');
+        assert.equal(fake.get('secrets', NS, `${refusedVolume.job_name}-env`), undefined);
+        assert.equal(fake.get('jobs', NS, refusedVolume.job_name!), undefined);
+        const unlaunched = await db
+          .selectFrom('runner_jobs')
+          .select(['phase', 'terminal_summary'])
+          .where('attempt_id', '=', refusedVolume.attempt_id)
+          .executeTakeFirstOrThrow();
+        assert.equal(unlaunched.phase, 'failed');
+        assert.match(
+          (unlaunched.terminal_summary as { message: string }).message,
+          /volume of session .* could not be created/,
+        );
         // The others run: one Kubernetes Job each, naming its own claim and Secret.
         const started = attempts.filter((a) => a.state !== 'failed');
         assert.equal(started.length, 4);

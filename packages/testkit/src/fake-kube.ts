@@ -43,6 +43,11 @@ export interface KubeRequest {
 export interface FakeKubeOptions {
   /** When set, requests must carry `Authorization: Bearer <token>` (else 401). */
   token?: string;
+  /**
+   * Each request is handled this long after it arrived: the round trip of an API server in a
+   * real cluster, for measuring what a client's sequence of calls costs there.
+   */
+  latencyMs?: number;
 }
 
 interface Injected {
@@ -262,6 +267,7 @@ export class FakeKube {
     };
     this.requests.push(recorded);
     for (const listener of this.#listeners) listener(recorded);
+    if (this.options.latencyMs) await new Promise((r) => setTimeout(r, this.options.latencyMs));
     const send = (status: number, payload: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(payload));

@@ -105,7 +105,7 @@ export class KubernetesLauncher implements Launcher {
     };
   }
 
-  async launch(spec: RunnerJobSpec): Promise<LaunchResult> {
+  async launch(spec: RunnerJobSpec, ready?: Promise<void>): Promise<LaunchResult> {
     const { job, secret, secretData } = buildRunnerJob(spec, this.#manifest);
     const body: V1Secret = {
       ...secret,
@@ -115,20 +115,34 @@ export class KubernetesLauncher implements Launcher {
     };
     this.#launching.add(spec.jobName);
     try {
-      return await this.#create(spec, job, body);
+      return await this.#create(spec, job, body, ready);
     } finally {
       this.#launching.delete(spec.jobName);
     }
   }
 
-  async #create(spec: RunnerJobSpec, job: V1Job, body: V1Secret): Promise<LaunchResult> {
+  async #create(
+    spec: RunnerJobSpec,
+    job: V1Job,
+    body: V1Secret,
+    ready: Promise<void> | undefined,
+  ): Promise<LaunchResult> {
     const { core, batch } = this.options.apis;
     const namespace = this.namespace;
     const secretName = jobSecretName(spec.jobName);
-    // The Secret first: the pod mounts it, and the kubelet would only retry until it exists.
-    await core
-      .createNamespacedSecret({ namespace, body })
-      .catch((error: unknown) => Promise.reject(kubeFailure(error, `create Secret ${secretName}`)));
+    // The Secret before the Job: the pod mounts it, and the kubelet would only retry until it
+    // exists. It is created while the session volume still is (one API round trip, not two).
+    const [secret, volume] = await Promise.allSettled([
+      core.createNamespacedSecret({ namespace, body }),
+      ready,
+    ]);
+    if (volume.status === 'rejected') {
+      if (secret.status === 'fulfilled')
+        await core.deleteNamespacedSecret({ name: secretName, namespace }).catch(() => undefined);
+      throw volume.reason;
+    }
+    if (secret.status === 'rejected')
+      throw kubeFailure(secret.reason, `create Secret ${secretName}`);
     let created: V1Job;
     try {
       created = await batch.createNamespacedJob({ namespace, body: job });

@@ -113,7 +113,9 @@ export class LocalLauncher implements Launcher {
     };
   }
 
-  async launch(spec: RunnerJobSpec): Promise<LaunchResult> {
+  async launch(spec: RunnerJobSpec, ready?: Promise<void>): Promise<LaunchResult> {
+    // A local volume is a directory made at once: nothing to gain by preparing meanwhile.
+    await ready;
     const paths = this.#paths(spec);
     await mkdir(paths.secret, { recursive: true, mode: 0o700 });
     await chmod(paths.secret, 0o700);

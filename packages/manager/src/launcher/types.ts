@@ -65,7 +65,13 @@ export interface Launcher {
   readonly namespace: string;
   /** The Job as it would be created, with names, keys and hashes in place of values. */
   render(spec: RunnerJobSpec): Record<string, unknown>;
-  launch(spec: RunnerJobSpec): Promise<LaunchResult>;
+  /**
+   * Start the runner Job. With `ready` (the session volume the Job mounts, still being
+   * created), the Job itself is created only once `ready` has resolved; the launcher may
+   * prepare the rest meanwhile. A rejected `ready` rejects the launch with its own reason,
+   * nothing the launch made left behind.
+   */
+  launch(spec: RunnerJobSpec, ready?: Promise<void>): Promise<LaunchResult>;
   /**
    * The transientEnv a live job was given, read back from where the launcher keeps it (the
    * per-job Secret, the job's secret directory): a restarted manager masks those values again.

@@ -335,6 +335,7 @@ export async function startJob(
   deps: Pick<RunnerJobDeps, 'launcher'>,
   row: Pick<RunnerJobRow, 'runner_job_id' | 'job_name' | 'attempt_id'>,
   spec: RunnerJobSpec,
+  ready?: Promise<void>,
 ): Promise<LaunchResult> {
   // Masked before the launcher sees them: even its error messages must not carry a value.
   maskTransientEnv(
@@ -343,8 +344,17 @@ export async function startJob(
     spec.transientEnv,
     spec.transientEnvSummary.defaultsAdded,
   );
+  // What the Job waits for (its session volume) fails with its own reason, not as the launch's.
+  let notReady: { reason: unknown } | undefined;
+  const gate = ready?.catch((reason: unknown) => {
+    notReady = { reason };
+    throw reason;
+  });
+  // Handled here too: a launcher that fails before it awaits the gate must not leave its
+  // rejection unhandled (the launch's own error is what this reports then).
+  gate?.catch(() => undefined);
   try {
-    return await deps.launcher.launch(spec);
+    return await deps.launcher.launch(spec, gate);
   } catch (error) {
     const message = ctx.redactor.redact(error instanceof Error ? error.message : String(error));
     forgetTransientEnv(ctx.redactor, row.runner_job_id);
@@ -359,6 +369,7 @@ export async function startJob(
       .where('runner_job_id', '=', row.runner_job_id)
       .execute();
     ctx.logger.error({ jobName: row.job_name, err: message }, 'runner job launch failed');
+    if (notReady) throw notReady.reason;
     throw new ServiceError(
       'infra-failed',
       `runner job ${row.job_name} could not be started: ${message}`,

@@ -207,10 +207,10 @@ async function writeReferences(
 }
 
 /**
- * Create each written attempt's session volume, then start its runner Job, each through
- * `schedule` (the scheduler's launch pool). A refusal of either fails the attempt as a manual
- * dispatch's would (the job failed with the launcher's reason, the run cancelled); the started
- * ones are recorded together.
+ * Create each written attempt's session volume and start its runner Job, the Job created once
+ * its volume is, each through `schedule` (the scheduler's launch pool). A refusal of either
+ * fails the attempt as a manual dispatch's would (the job failed with the launcher's reason,
+ * the run cancelled); the started ones are recorded together.
  */
 export async function startBatch(
   ctx: Ctx,
@@ -222,24 +222,25 @@ export async function startBatch(
     jobs.map((job) =>
       schedule(async () => {
         const sessionId = job.attempt.session_id!;
-        try {
-          await deps.volumes.create(sessionId);
-        } catch (error) {
-          // As for a session created by hand: no run goes on without its session's volume.
-          const failure = new ServiceError(
-            'infra-failed',
-            `the volume of session ${sessionId} could not be created: ${error instanceof Error ? error.message : String(error)}`,
-          );
-          await recordFailure(ctx, job.task.task_id, job.attempt, failure);
-          return null;
-        }
+        // As for a session created by hand: no run goes on without its session's volume. The
+        // launch prepares its Job meanwhile and creates it once the volume is there.
+        const volume = deps.volumes.create(sessionId).then(
+          () => undefined,
+          (error: unknown) =>
+            Promise.reject(
+              new ServiceError(
+                'infra-failed',
+                `the volume of session ${sessionId} could not be created: ${error instanceof Error ? error.message : String(error)}`,
+              ),
+            ),
+        );
         try {
           const row = {
             runner_job_id: job.spec.runnerJobId,
             job_name: job.spec.jobName,
             attempt_id: job.spec.attemptId,
           };
-          return { job, result: await startJob(ctx, deps.runnerJobs, row, job.spec) };
+          return { job, result: await startJob(ctx, deps.runnerJobs, row, job.spec, volume) };
         } catch (error) {
           await recordFailure(ctx, job.task.task_id, job.attempt, error);
           return null;
