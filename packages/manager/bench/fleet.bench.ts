@@ -7,6 +7,7 @@
  * p50/p99 (target p99 <= 100 ms), and the manager's RSS and CPU.
  * The simulated runners share this one client process, which takes CPU of the same machine.
  */
+import { setMaxListeners } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { runBody } from '../test/helpers.js';
@@ -104,6 +105,8 @@ async function pooled<T>(n: number, width: number, job: (i: number) => Promise<T
 }
 
 const stop = new AbortController();
+// Every simulated runner's open long-poll listens on this one signal.
+setMaxListeners(0, stop.signal);
 try {
   const setupStarted = performance.now();
   const sims = await pooled(RUNNERS, 16, async (i): Promise<Sim> => {
