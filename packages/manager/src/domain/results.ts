@@ -20,7 +20,7 @@ import { dbNow, type RunRow } from '../store/runs.js';
 import type { CommandRow } from '../store/commands.js';
 import { expireCommands } from './command-expiry.js';
 import type { Ctx } from './context.js';
-import { getCommandRow } from './commands.js';
+import { getCommandRow, isTerminalCommand } from './commands.js';
 import { deriveLiveness } from './liveness.js';
 import { steerDeliveryOf } from './records.js';
 import { getRunRow } from './runs.js';
@@ -53,6 +53,12 @@ export async function buildResult(
     if (named.status === 'rejected') throw named.reason;
     return [run.value, named.value] as const;
   };
+  // A named command's scope is known before anything is read: its terminal event and the
+  // database clock go out with the first reads (one round trip fewer on a result long-poll).
+  const early = options.commandId
+    ? Promise.all([dbNow(ctx.db), latestTerminal(ctx.db, { runId, commandId: options.commandId })])
+    : undefined;
+  early?.catch(() => undefined); // a failed first read reports the failure instead
   const [expired, first] = await Promise.all([expireCommands(ctx, runId), read()]);
   const [run, named] = expired > 0 ? await read() : first;
   const command = named
@@ -64,14 +70,14 @@ export async function buildResult(
   const cap = ctx.config.resultEventCap;
   const afterSeq = options.afterSeq ?? 0;
 
-  const [now, terminalEvent, counts, attemptId] = await Promise.all([
-    dbNow(ctx.db),
-    latestTerminal(ctx.db, scope),
+  const [[now, terminalEvent], counts] = await Promise.all([
+    early && expired === 0
+      ? early.then(settledWith(ctx, scope, command))
+      : clockAndTerminal(ctx, scope),
     // A command keeps its own counters (event log); only a run without commands is counted.
     command
       ? Promise.resolve({ count: command.event_count, lastSeq: command.last_event_seq })
       : scopeCounts(ctx.db, scope),
-    attemptOf(ctx, command),
   ]);
   // The window spans at most `cap` seqs of the run, so it never holds more than `cap` events.
   const scopeEnd = counts.lastSeq ?? afterSeq;
@@ -85,12 +91,14 @@ export async function buildResult(
     lastRunEvent,
     lastScopeEvent,
     openTools,
+    attemptId,
   ] = await Promise.all([
     latestAssistant(ctx.db, scope, beforeSeq, true),
     windowTotals(ctx.db, scope, afterSeq, throughSeq, RECENT_TOOL_CALLS),
     run.last_seq > 0 ? eventAt(ctx.db, runId, run.last_seq) : Promise.resolve(undefined),
     counts.lastSeq !== null ? eventAt(ctx.db, runId, counts.lastSeq) : Promise.resolve(undefined),
     terminalEvent ? Promise.resolve(0) : openToolCalls(ctx.db, scope),
+    attemptOf(ctx, command),
   ]);
   const selected = authoritative ?? (await latestAssistant(ctx.db, scope, beforeSeq, false));
   const final = selected
@@ -316,6 +324,22 @@ function summarizeTools({ tallies, recent }: WindowTotals['tools']): ToolCallSum
     })),
   };
 }
+
+function clockAndTerminal(ctx: Ctx, scope: Scope): Promise<[Date, EventRow | undefined]> {
+  return Promise.all([dbNow(ctx.db), latestTerminal(ctx.db, scope)]);
+}
+
+/**
+ * The terminal event read beside the command row may come from an older snapshot than the
+ * row: a command seen terminal has its terminal event committed (same transaction), so one
+ * that was missed is read again; seen the other way round, the event is the newer fact.
+ */
+const settledWith =
+  (ctx: Ctx, scope: Scope, command: CommandRow | null) =>
+  async ([now, terminal]: [Date, EventRow | undefined]): Promise<[Date, EventRow | undefined]> =>
+    terminal || !command || !isTerminalCommand(command.state)
+      ? [now, terminal]
+      : [now, await latestTerminal(ctx.db, scope)];
 
 async function attemptOf(ctx: Ctx, command: CommandRow | null): Promise<string | null> {
   if (!command?.runner_id) return null;
