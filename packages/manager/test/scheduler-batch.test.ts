@@ -186,11 +186,13 @@ describe('scheduler batches', () => {
           .where('run_id', '=', refusedJob.run_id!)
           .executeTakeFirstOrThrow();
         assert.equal(run.state, 'cancelled');
-        const job = await db
-          .selectFrom('runner_jobs')
-          .select(['phase', 'terminal_summary'])
-          .where('attempt_id', '=', refusedJob.attempt_id)
-          .executeTakeFirstOrThrow();
+        const jobOf = (attemptId: string) =>
+          db
+            .selectFrom('runner_jobs')
+            .select(['phase', 'terminal_summary'])
+            .where('attempt_id', '=', attemptId)
+            .executeTakeFirstOrThrow();
+        const job = await jobOf(refusedJob.attempt_id);
         assert.equal(job.phase, 'failed');
         assert.equal((job.terminal_summary as { reason: string }).reason, 'launch-failed');
         // The attempt whose claim was refused: its Secret, made while the claim was being
@@ -199,11 +201,7 @@ describe('scheduler batches', () => {
         assert.doesNotMatch(refusedVolume.message!, /runner job/, 'the claim is the reason given');
         assert.equal(fake.get('secrets', NS, `${refusedVolume.job_name}-env`), undefined);
         assert.equal(fake.get('jobs', NS, refusedVolume.job_name!), undefined);
-        const unlaunched = await db
-          .selectFrom('runner_jobs')
-          .select(['phase', 'terminal_summary'])
-          .where('attempt_id', '=', refusedVolume.attempt_id)
-          .executeTakeFirstOrThrow();
+        const unlaunched = await jobOf(refusedVolume.attempt_id);
         assert.equal(unlaunched.phase, 'failed');
         assert.match(
           (unlaunched.terminal_summary as { message: string }).message,
