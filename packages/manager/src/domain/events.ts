@@ -49,6 +49,8 @@ export async function appendEvents(
           assertLeaseOwner(run, body.runnerId, leaseToken);
           return writeRunnerEvents(trx, run, events);
         });
+  // This replica's waiters now; others by the NOTIFY, sent while one is marked watching.
+  ctx.wakeups.committed(eventsWakeKey(runId));
   return {
     runId,
     appended: result.written.filter((w) => !w.duplicate).length,

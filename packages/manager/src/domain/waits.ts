@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { TERMINAL_COMMAND_STATES, type EventPage, type ResultEnvelope } from '@svc/contracts';
 import { openWaits } from '../metrics/registry.js';
 import { eventsWakeKey } from '../store/wakeups.js';
+import { watchEvents } from '../store/events-watch.js';
 import type { Ctx } from './context.js';
 import { listEvents } from './events.js';
 import { buildResult } from './results.js';
@@ -43,6 +44,13 @@ async function readUntil<T>(
         if (first || !worthReading || (await worthReading())) {
           const value = await read();
           if (ready(value) || Date.now() >= deadline || signal?.aborted) return value;
+        }
+        // About to wait: the run's appends wake other replicas only while it is marked watched
+        // (for the whole budget, so once), and what was appended before the mark is read now.
+        if (first) {
+          await watchEvents(ctx.db, runId, deadline - Date.now());
+          const value = await read();
+          if (ready(value)) return value;
         }
         await woken;
         if (Date.now() >= deadline || signal?.aborted) return await read();

@@ -6,6 +6,7 @@ import type { Ctx } from '../domain/context.js';
 import { listEvents } from '../domain/events.js';
 import { getRunRow, isTerminalRun } from '../domain/runs.js';
 import { openStreams } from '../metrics/registry.js';
+import { watchEvents } from '../store/events-watch.js';
 import { eventsWakeKey } from '../store/wakeups.js';
 import { clientGone, errors, RunParams, type App } from './common.js';
 
@@ -97,6 +98,7 @@ async function stream(
     if (!gone.aborted) raw.write(': keep-alive\n\n');
   }, streamHeartbeatMs);
   let seq = afterSeq;
+  let watched = false;
   try {
     await write('retry: 2000\n\n');
     while (!gone.aborted && Date.now() < until) {
@@ -105,6 +107,12 @@ async function stream(
       gone.addEventListener('abort', abort, { once: true });
       try {
         const woken = ctx.wakeups.wait(eventsWakeKey(runId), until - Date.now(), stop.signal);
+        // Marked watched for the stream's whole life before its first read: the run's appends
+        // then wake it from any replica (see store/events-watch.ts).
+        if (!watched) {
+          await watchEvents(ctx.db, runId, until - Date.now());
+          watched = true;
+        }
         // State before events: a run seen terminal has every event committed.
         const run = await getRunRow(ctx, runId);
         const page = await listEvents(ctx, runId, seq, STREAM_PAGE);

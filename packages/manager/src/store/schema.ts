@@ -29,6 +29,8 @@ export interface RunsTable {
   lease_owner: string | null;
   /** SHA-256 of the lease token the current owner's claim received. */
   lease_token_hash: string | null;
+  /** Until when a reader waits for this run's events (appends notify only then; 0019). */
+  events_watched_until: Timestamp | null;
   lease_expires_at: Timestamp | null;
   lease_epoch: Generated<number>;
   heartbeat_at: Timestamp | null;

@@ -14,6 +14,7 @@ import * as appendFunction from './0015-append-function.js';
 import * as finishFunction from './0016-finish-function.js';
 import * as createFunction from './0017-create-function.js';
 import * as commanderFunction from './0018-commander-function.js';
+import * as eventsWatch from './0019-events-watch.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -32,6 +33,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0016-finish-function': finishFunction,
   '0017-create-function': createFunction,
   '0018-commander-function': commanderFunction,
+  '0019-events-watch': eventsWatch,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
