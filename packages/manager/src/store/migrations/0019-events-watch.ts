@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { up as appendFunctionOf0015 } from './0015-append-function.js';
 
 /**
  * An append wakes other replicas only when someone waits. A NOTIFY makes its transaction's
@@ -63,5 +64,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
+  // The function of 0015 first: the one above reads the column dropped next.
+  await appendFunctionOf0015(db);
   await sql`ALTER TABLE runs DROP COLUMN IF EXISTS events_watched_until`.execute(db);
 }
