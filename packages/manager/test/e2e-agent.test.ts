@@ -4,6 +4,7 @@ import { ensureTestTag, FakeProvider, processesWithTag, userTexts } from '@svc/t
 import {
   addTurn,
   configureProviderProfile,
+  isolateTests,
   createSession,
   dispatch,
   killGroup,
@@ -18,6 +19,7 @@ import {
 // the rig's keeps its runner there when a loaded machine delays the next turn by seconds.
 const rig = useE2E({ env: { SVC_RUNNER_IDLE_EXIT_MS: '6000' } });
 const tag = ensureTestTag();
+isolateTests(rig);
 
 const result = async (runId: string, commandId: string) =>
   (await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}/result`)).body;
@@ -124,9 +126,14 @@ describe('the runner driving the real agent', () => {
   it('cancels a turn mid-command and leaves no agent or shell process behind', async () => {
     rig.e.provider.enqueue({ kind: 'tool-call', command: 'sleep 37' });
     const { runId, commandId } = await dispatch(rig.e, 'Wait a while.');
+    // The command runs in this run's agent: its tool call is among the run's events.
     await waitFor(
-      'the shell command to run',
-      () => processesWithTag(tag).some((p) => p.command.includes('sleep 37')),
+      'the shell command to run in this run',
+      async () =>
+        processesWithTag(tag).some((p) => p.command.includes('sleep 37')) &&
+        (await runEvents(rig.e.t, runId)).some(
+          (ev) => ev.category === 'tool_call' && /sleep 37/.test(ev.data.command ?? ''),
+        ),
       30_000,
     );
     const agentPid = (await runEvents(rig.e.t, runId)).find(

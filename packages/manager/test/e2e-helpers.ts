@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before } from 'node:test';
+import { after, afterEach, before, beforeEach } from 'node:test';
 import { ensureTestTag, FakeProvider, killTagged, waitForNoTaggedProcesses } from '@svc/testkit';
 import {
   createSession as createTestSession,
@@ -98,6 +98,28 @@ export function useE2E(options: Parameters<typeof startE2E>[0] = {}): { readonly
       return holder.e;
     },
   };
+}
+
+/**
+ * Make each test of a file start alone: the provider forgets the steps an earlier test left
+ * unused, and after each test every run it left open is cancelled and its runner and agent
+ * are waited out. Otherwise an earlier test's idle runner (alive for its idle exit) holds an
+ * agent that shares the provider's script and the machine with the next test.
+ */
+export function isolateTests(rig: { readonly e: E2E }): void {
+  const tag = ensureTestTag();
+  beforeEach(() => {
+    rig.e.provider.dropSteps();
+  });
+  afterEach(async () => {
+    const open = await rig.e.t.api('GET', '/api/v1/runs?state=pending,claimed,running&limit=200');
+    assert.equal(open.status, 200, open.raw);
+    for (const run of open.body.runs as { runId: string }[])
+      await rig.e.t.api('POST', `/api/v1/runs/${run.runId}/cancel`, { reason: 'test ended' });
+    rig.e.provider.release();
+    const left = await waitForNoTaggedProcesses(tag, 30_000);
+    assert.deepEqual(left, [], 'every runner and agent of the test has exited');
+  });
 }
 
 /** Create a run, a turn command and a runner job; returns their ids. */

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import {
   createSession,
   dispatch,
+  isolateTests,
   runEvents,
   useE2E,
   waitFor,
@@ -15,6 +16,7 @@ import {
 } from './e2e-helpers.js';
 
 const rig = useE2E();
+isolateTests(rig);
 
 describe('sessions with the real agent', () => {
   it('resumes the same thread from the session volume in a new runner process', async () => {
