@@ -53,6 +53,27 @@ describe('a manager on the Kubernetes launcher and Secret store', () => {
     assert.deepEqual(Object.keys(secret.data).sort(), ['auth.json', 'config.toml']);
   });
 
+  it('checks the profile of a new run with one read of its Secret, never a list of every Secret', async () => {
+    fake.clearRequests();
+    const run = await t.api('POST', '/api/v1/runs', runBody());
+    assert.equal(run.status, 201, run.raw);
+    const secretCalls = fake.requests
+      .filter((r) => r.path.includes('/secrets'))
+      .map((r) => `${r.method} ${r.path}`);
+    assert.deepEqual(secretCalls, [
+      `GET /api/v1/namespaces/${NS}/secrets/svc-v01-provider-builtin-a`,
+    ]);
+
+    fake.clearRequests();
+    const missing = await t.api('POST', '/api/v1/runs', runBody({ backendProfile: 'absent-x' }));
+    assert.equal(missing.status, 424, missing.raw);
+    assert.equal(missing.body.failureKind, 'secret-unavailable');
+    assert.ok(
+      fake.requests.every((r) => r.method !== 'GET' || !r.path.endsWith('/secrets')),
+      'no Secret list',
+    );
+  });
+
   it('POST /runner-jobs creates the per-job Secret and the Job, and follows its phases', async () => {
     const { runId, commandId } = await runAndCommand();
     const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, {

@@ -143,6 +143,26 @@ for (const impl of IMPLEMENTATIONS) {
       assert.ok(all.every((m) => /^svc-v01-(provider|tool)-/.test(m.name)));
     });
 
+    it('reads the metadata of one Secret by name, as the list shows it, without data', async () => {
+      const secretName = name('svc-v01-provider-meta-');
+      const longer = `${secretName}x`;
+      assert.equal(await store.meta(secretName), null, 'absent');
+      await store.put(longer, profileData('m-0123456789'));
+      assert.equal(await store.meta(secretName), null, 'a longer name is another Secret');
+      await store.put(secretName, profileData('m-0123456789'), { labels: { team: 'a' } });
+      const meta = await store.meta(secretName);
+      assert.deepEqual(
+        meta,
+        (await store.list(secretName)).find((m) => m.name === secretName),
+      );
+      assert.deepEqual(meta!.keys, ['auth.json', 'config.toml']);
+      assert.equal(meta!.labels['team'], 'a');
+      assert.ok(!('data' in meta!));
+      assert.doesNotMatch(JSON.stringify(meta), /m-0123456789/);
+      await store.delete(secretName);
+      assert.equal(await store.meta(secretName), null, 'deleted');
+    });
+
     it('refuses names outside the controlled prefixes, for every operation', async () => {
       const before = fake.requests.length;
       for (const bad of [
@@ -156,6 +176,7 @@ for (const impl of IMPLEMENTATIONS) {
         `svc-v01-provider-${'a'.repeat(65)}`,
       ]) {
         await assert.rejects(async () => store.get(bad), isKind('tenant-policy-denied'), bad);
+        await assert.rejects(async () => store.meta(bad), isKind('tenant-policy-denied'), bad);
         await assert.rejects(
           async () => store.put(bad, profileData('v')),
           isKind('tenant-policy-denied'),
@@ -258,8 +279,10 @@ describe('KubernetesSecretStore on the API', () => {
     assert.ok(!names.includes('kube-root-ca.crt'));
     assert.ok(!names.includes('svc-v01-other-x'));
     assert.equal(fake.requests[0]!.query.labelSelector, 'svc.dev/managed=true');
-    // A controlled name is still readable when someone else created it.
+    // A controlled name is still readable when someone else created it, but it is not one of
+    // the manager's own Secrets: its metadata reads as absent, as in the list.
     assert.ok(await store.get('svc-v01-provider-unlabelled'));
+    assert.equal(await store.meta('svc-v01-provider-unlabelled'), null);
   });
 
   it('retries an unconditional write that raced another writer', async () => {

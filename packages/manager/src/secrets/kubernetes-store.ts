@@ -51,6 +51,15 @@ export class KubernetesSecretStore implements SecretStore {
     return { ...this.#meta(secret), data };
   }
 
+  /** One read by name instead of a list of every managed Secret (with all their data). */
+  async meta(name: string): Promise<SecretMeta | null> {
+    assertControlledName(name);
+    const secret = await this.#read(name);
+    // As `list` sees it: a Secret of that name the manager does not manage is not one of its own.
+    if (secret?.metadata?.labels?.[LABELS.managed] !== 'true') return null;
+    return this.#meta(secret);
+  }
+
   async list(prefix: string): Promise<SecretMeta[]> {
     let items: V1Secret[];
     try {

@@ -50,6 +50,12 @@ export class LocalSecretStore implements SecretStore {
     return { ...this.#toMeta(name, meta), data };
   }
 
+  async meta(name: string): Promise<SecretMeta | null> {
+    assertControlledName(name);
+    const meta = await this.#meta(name);
+    return meta ? this.#toMeta(name, meta) : null;
+  }
+
   async list(prefix: string): Promise<SecretMeta[]> {
     let names: string[];
     try {

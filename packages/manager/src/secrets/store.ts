@@ -35,6 +35,8 @@ export interface PutOptions {
 export interface SecretStore {
   readonly kind: 'local' | 'kubernetes';
   get(name: string): Promise<StoredSecret | null>;
+  /** Metadata of one controlled Secret (as `list` would show it), or null: no data is read. */
+  meta(name: string): Promise<SecretMeta | null>;
   /** Metadata of the controlled Secrets whose names start with `prefix`. */
   list(prefix: string): Promise<SecretMeta[]>;
   /** Create or replace the whole Secret. */

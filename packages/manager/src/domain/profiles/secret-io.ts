@@ -41,9 +41,9 @@ export async function profileSecretMeta(
 ): Promise<SecretMeta | null> {
   const name = providerSecretName(profile);
   try {
-    return (await secrets.list(name)).find((s) => s.name === name) ?? null;
+    return await secrets.meta(name);
   } catch (error) {
-    throw storeFailure(ctx, error, 'listing', name, 'secret-read-failed');
+    throw storeFailure(ctx, error, 'reading', name, 'secret-read-failed');
   }
 }
 

@@ -33,7 +33,7 @@ export function missingKeys(profile: string, meta: Pick<SecretMeta, 'keys'> | nu
  */
 export async function assertProfileUsable(secrets: SecretStore, profile: string): Promise<void> {
   const name = providerSecretName(profile);
-  const secret = await secrets.list(name).then((all) => all.find((s) => s.name === name) ?? null);
+  const secret = await secrets.meta(name);
   const missing = missingKeys(profile, secret);
   if (missing.length > 0) {
     throw new ServiceError(
