@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
-import { dispatch, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
+import { dispatch, isolateTests, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
 
 /**
  * A runner whose run ends under it (cancelled by an operator while the runner waits for work)
@@ -9,6 +9,7 @@ import { dispatch, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
  * end, not the runner's failure: the job exits 0 and its log says why, with no error line.
  */
 const rig = useE2E({ env: { SVC_RUNNER_IDLE_EXIT_MS: '60000' } });
+isolateTests(rig);
 
 /** The runner's log lines, parsed; and the ones a reader would take for trouble. */
 async function runnerLog(jobName: string) {

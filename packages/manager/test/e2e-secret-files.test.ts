@@ -3,11 +3,19 @@ import { access } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { canary, ensureTestTag, processesWithTag } from '@svc/testkit';
-import { dispatch, runEvents, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
+import {
+  dispatch,
+  isolateTests,
+  runEvents,
+  useE2E,
+  waitFor,
+  waitForCommand,
+} from './e2e-helpers.js';
 import { findCanariesInTree } from './secret-scan.js';
 
 const providerKey = `sk-${canary('provider-key')}`;
 const rig = useE2E({ providerKey });
+isolateTests(rig);
 const tag = ensureTestTag();
 
 /** Runner tokens have a recognisable shape; none may stay on disk whatever its value. */
