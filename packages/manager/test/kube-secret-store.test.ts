@@ -155,9 +155,9 @@ for (const impl of IMPLEMENTATIONS) {
         meta,
         (await store.list(secretName)).find((m) => m.name === secretName),
       );
-      assert.deepEqual(meta!.keys, ['auth.json', 'config.toml']);
-      assert.equal(meta!.labels['team'], 'a');
-      assert.ok(!('data' in meta!));
+      assert.deepEqual(meta.keys, ['auth.json', 'config.toml']);
+      assert.equal(meta.labels['team'], 'a');
+      assert.ok(!('data' in meta));
       assert.doesNotMatch(JSON.stringify(meta), /m-0123456789/);
       await store.delete(secretName);
       assert.equal(await store.meta(secretName), null, 'deleted');

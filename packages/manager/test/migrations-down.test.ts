@@ -87,7 +87,11 @@ describe('migrations that can be rolled back', { skip }, () => {
 
       const down = await migrator.migrateDown();
       assert.equal(down.error, undefined, `${migration} down: ${String(down.error)}`);
-      assert.deepEqual(await catalog(db), before, `${migration} down restores the schema before it`);
+      assert.deepEqual(
+        await catalog(db),
+        before,
+        `${migration} down restores the schema before it`,
+      );
 
       const again = await migrator.migrateUp();
       assert.equal(again.error, undefined, `${migration} up again: ${String(again.error)}`);
