@@ -33,6 +33,9 @@ async function readUntil<T>(
   const deadline = Date.now() + budget;
   open += 1;
   openWaits.inc({ kind: 'client' });
+  // After a wake-up, a cheap probe may say the full read would still not be ready.
+  const probeThenRead = async (): Promise<T | undefined> =>
+    !worthReading || (await worthReading()) ? read() : undefined;
   try {
     for (let first = true; ; first = false) {
       const stop = new AbortController();
@@ -40,17 +43,16 @@ async function readUntil<T>(
       signal?.addEventListener('abort', abort, { once: true });
       try {
         const woken = ctx.wakeups.wait(eventsWakeKey(runId), deadline - Date.now(), stop.signal);
-        // After a wake-up, a cheap probe may say the full read would still not be ready.
-        if (first || !worthReading || (await worthReading())) {
-          const value = await read();
-          if (ready(value) || Date.now() >= deadline || signal?.aborted) return value;
-        }
+        const value = first ? await read() : await probeThenRead();
+        if (value !== undefined && (ready(value) || Date.now() >= deadline || signal?.aborted))
+          return value;
         // About to wait: the run's appends wake other replicas only while it is marked watched
-        // (for the whole budget, so once), and what was appended before the mark is read now.
+        // (for the whole budget, so once), and what was appended before the mark is read now,
+        // behind the same probe as after a wake-up.
         if (first) {
           await watchEvents(ctx.db, runId, deadline - Date.now());
-          const value = await read();
-          if (ready(value)) return value;
+          const marked = await probeThenRead();
+          if (marked !== undefined && ready(marked)) return marked;
         }
         await woken;
         if (Date.now() >= deadline || signal?.aborted) return await read();
