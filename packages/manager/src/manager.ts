@@ -7,7 +7,7 @@ import { Maintenance } from './maintenance.js';
 import { createSecretStore } from './secrets/create-store.js';
 import { loadSecretMasks, newManagerRedactor } from './secrets/masks.js';
 import type { SecretStore } from './secrets/store.js';
-import { expireCommands } from './domain/command-expiry.js';
+import { expireCommands } from './domain/runs/command-expiry.js';
 import { openStore, type Store } from './store/db.js';
 import { migrateToLatest } from './store/migrate.js';
 import { createLauncher } from './launcher/index.js';

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ServiceError } from '@svc/contracts';
 import { RUNNER_TOKEN_PREFIX } from '../domain/caller-tokens.js';
-import { findRunnerCaller, type RunnerCaller } from '../domain/runner-callers.js';
+import { findRunnerCaller, type RunnerCaller } from '../domain/runs/runner-callers.js';
 import type { Db } from '../store/db.js';
 
 /** Who is calling: an operator (API key) or one runner Job (its own token). */

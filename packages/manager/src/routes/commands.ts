@@ -5,9 +5,9 @@ import {
   CommandResultQuery,
   ResultEnvelope,
 } from '@svc/contracts';
-import { cancelCommand, createCommand, getCommand } from '../domain/commands.js';
+import { cancelCommand, createCommand, getCommand } from '../domain/runs/commands.js';
 import type { Ctx } from '../domain/context.js';
-import { waitForResult } from '../domain/waits.js';
+import { waitForResult } from '../domain/runs/waits.js';
 import { runWakeKey } from '../store/wakeups.js';
 import {
   clientGone,

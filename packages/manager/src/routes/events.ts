@@ -10,8 +10,8 @@ import {
   WaitMs,
 } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
-import { appendEvents } from '../domain/events.js';
-import { waitForEvents, waitForResult } from '../domain/waits.js';
+import { appendEvents } from '../domain/runs/events.js';
+import { waitForEvents, waitForResult } from '../domain/runs/waits.js';
 import { clientGone, errors, leaseTokenOf, RUNNER, RunParams, type App } from './common.js';
 
 const EventsQuery = Type.Object(

@@ -14,11 +14,11 @@ import {
   RunStatusBody,
   TERMINAL_COMMAND_STATES,
 } from '@svc/contracts';
-import { ackCommand, reportCommandStatus } from '../domain/commands.js';
-import { recordProgressAtOnce } from '../domain/command-progress.js';
+import { ackCommand, reportCommandStatus } from '../domain/runs/commands.js';
+import { recordProgressAtOnce } from '../domain/runs/command-progress.js';
 import type { Ctx } from '../domain/context.js';
-import { reportRunStatus } from '../domain/run-status.js';
-import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runners.js';
+import { reportRunStatus } from '../domain/runs/run-status.js';
+import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runs/runners.js';
 import { ROUTINE } from '../http/request-log.js';
 import { openWaits } from '../metrics/registry.js';
 import { eventsWakeKey } from '../store/wakeups.js';

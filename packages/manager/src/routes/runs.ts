@@ -1,7 +1,7 @@
 import { CancelBody, Run, RunCreateBody, RunListQuery, RunPage } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
-import { listRuns } from '../domain/run-listing.js';
-import { cancelRun, createRun, getRun } from '../domain/runs.js';
+import { listRuns } from '../domain/runs/run-listing.js';
+import { cancelRun, createRun, getRun } from '../domain/runs/runs.js';
 import { errors, RUNNER, RunParams, type App } from './common.js';
 
 export function runRoutes(app: App, ctx: Ctx): void {

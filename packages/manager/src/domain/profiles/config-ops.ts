@@ -8,7 +8,7 @@ import {
 } from '@svc/contracts';
 import type { SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
-import { providerSecretName, secretRefRecord } from '../run-policy.js';
+import { providerSecretName, secretRefRecord } from '../runs/run-policy.js';
 import { audited, writeEntry } from './audit.js';
 import { parseConfigToml, renderConfigToml } from './config-toml.js';
 import { hashSalt, secretSuffixes } from './hashing.js';

@@ -1,7 +1,7 @@
 import { SECRET_NAMESPACE, type ProfileDeleteResponse } from '@svc/contracts';
 import type { SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
-import { providerSecretName, secretRefRecord } from '../run-policy.js';
+import { providerSecretName, secretRefRecord } from '../runs/run-policy.js';
 import { audited } from './audit.js';
 import { assertManageableProfile } from './rules.js';
 import { deleteProfileSecret } from './secret-io.js';

@@ -1,6 +1,6 @@
 import { isServiceError, SECRET_NAMESPACE, ServiceError } from '@svc/contracts';
 import type { ProfileSettings } from '../../config.js';
-import { checkProfileSlug, providerSecretName } from '../run-policy.js';
+import { checkProfileSlug, providerSecretName } from '../runs/run-policy.js';
 
 /**
  * The rules a provider profile's Secret must satisfy before the manager writes it (spec/2,

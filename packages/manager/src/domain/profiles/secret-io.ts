@@ -2,7 +2,7 @@ import { isServiceError, Redactor, ServiceError, toError } from '@svc/contracts'
 import { registerSecret, secretValues } from '../../secrets/masks.js';
 import type { SecretMeta, SecretStore, StoredSecret } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
-import { providerSecretName } from '../run-policy.js';
+import { providerSecretName } from '../runs/run-policy.js';
 
 /**
  * Reads and writes of a profile's Secret. Store failures become structured `infra-failed`

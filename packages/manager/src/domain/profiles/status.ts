@@ -8,7 +8,7 @@ import {
 } from '@svc/contracts';
 import type { SecretMeta, SecretStore } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
-import { providerSecretName, requiredProfileKeys, secretRefRecord } from '../run-policy.js';
+import { providerSecretName, requiredProfileKeys, secretRefRecord } from '../runs/run-policy.js';
 import { hashSalt, secretSuffixes } from './hashing.js';
 import { profileSecretMeta, readProfileSecret } from './secret-io.js';
 import { observeValidation } from './validation-outcome.js';

@@ -6,9 +6,9 @@ import {
 } from '@svc/contracts';
 import { iso, isoRequired } from '../../store/json.js';
 import type { CommandRow } from '../../store/commands.js';
-import { getCommandRow, isTerminalCommand } from '../commands.js';
+import { getCommandRow, isTerminalCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
-import { buildResult } from '../results.js';
+import { buildResult } from '../runs/results.js';
 import type { RunnerJobRow } from '../runner-jobs/records.js';
 import { finishValidation, type ValidationRow } from './validation-records.js';
 

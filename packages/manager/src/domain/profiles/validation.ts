@@ -8,11 +8,11 @@ import {
   type ValidationStarted,
 } from '@svc/contracts';
 import type { SecretStore } from '../../secrets/store.js';
-import { createCommand } from '../commands.js';
+import { createCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
-import { providerSecretName } from '../run-policy.js';
+import { providerSecretName } from '../runs/run-policy.js';
 import { createRunnerJob, type RunnerJobDeps } from '../runner-jobs/runner-jobs.js';
-import { cancelRun, createRun } from '../runs.js';
+import { cancelRun, createRun } from '../runs/runs.js';
 import { audited } from './audit.js';
 import { assertManageableProfile } from './rules.js';
 import { profileSecretMeta } from './secret-io.js';

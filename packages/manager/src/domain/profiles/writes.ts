@@ -6,7 +6,7 @@ import {
 } from '@svc/contracts';
 import type { SecretMeta, SecretStore, StoredSecret } from '../../secrets/store.js';
 import type { Ctx } from '../context.js';
-import { providerSecretName, secretRefRecord } from '../run-policy.js';
+import { providerSecretName, secretRefRecord } from '../runs/run-policy.js';
 import { ensureCatalog } from './catalog.js';
 import { hashSalt, secretSuffixes } from './hashing.js';
 import { BUILTIN_D_AUTO_COMPACT_LIMIT, type Toml } from './rules.js';

@@ -11,7 +11,7 @@ import {
 } from '@svc/contracts';
 import { findCommand } from '../../store/commands.js';
 import { isoRequired } from '../../store/json.js';
-import { cancelCommand, isTerminalCommand } from '../commands.js';
+import { cancelCommand, isTerminalCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
 import { QUEUE_WAKE_KEY } from '../../store/wakeups.js';
 import {

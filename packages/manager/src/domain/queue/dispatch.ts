@@ -8,7 +8,7 @@ import {
 } from '@svc/contracts';
 import { findCommand } from '../../store/commands.js';
 import { dbNow } from '../../store/runs.js';
-import { isTerminalCommand } from '../commands.js';
+import { isTerminalCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
 import { inDispatchScope } from '../dispatch-scope.js';
 import { checkJobOverrides, toolsOf } from '../runner-jobs/overrides.js';

@@ -1,8 +1,8 @@
 import { ServiceError, type RunBase, type SessionRef, type TaskSubmitBody } from '@svc/contracts';
 import type { Executor } from '../../store/runs.js';
-import { checkCommandPayload } from '../command-payload.js';
+import { checkCommandPayload } from '../runs/command-payload.js';
 import type { Ctx } from '../context.js';
-import { resolveProfile } from '../run-policy.js';
+import { resolveProfile } from '../runs/run-policy.js';
 import { checkRunBase, findSession } from '../sessions/sessions.js';
 import type { TaskRow } from './store.js';
 

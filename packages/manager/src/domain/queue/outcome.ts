@@ -2,9 +2,9 @@ import type { AttemptState, Supervisor } from '@svc/contracts';
 import type { CommandRow } from '../../store/commands.js';
 import type { RunRow } from '../../store/runs.js';
 import type { RunnerJobRow } from '../runner-jobs/records.js';
-import { isTerminalCommand } from '../commands.js';
-import { deriveLiveness } from '../liveness.js';
-import { isTerminalRun } from '../runs.js';
+import { isTerminalCommand } from '../runs/commands.js';
+import { deriveLiveness } from '../runs/liveness.js';
+import { isTerminalRun } from '../runs/runs.js';
 import type { AttemptRow } from './store.js';
 
 /** The records an attempt points at. Refresh reads exactly these rows: never an event. */

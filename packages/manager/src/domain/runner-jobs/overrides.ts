@@ -1,5 +1,5 @@
 import type { BackendImageRef, ImageSummary, RunBase } from '@svc/contracts';
-import { checkBackendImageRef } from '../bundle-policy.js';
+import { checkBackendImageRef } from '../runs/bundle-policy.js';
 import { resolveImage, type ImagePolicy } from './images.js';
 import { checkTransientEnv, platformEndpointDefaults, type EnvEntry } from './transient-env.js';
 

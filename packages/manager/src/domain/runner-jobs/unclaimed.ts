@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import { EVENT_NAMES } from '@svc/contracts';
 import { runWakeKey } from '../../store/wakeups.js';
-import { finishCommand, getCommandRow, isTerminalCommand } from '../commands.js';
+import { finishCommand, getCommandRow, isTerminalCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
-import { isTerminalRun, lockRunOrThrow, terminateRun } from '../runs.js';
+import { isTerminalRun, lockRunOrThrow, terminateRun } from '../runs/runs.js';
 import type { RunnerJobRow } from './records.js';
 
 /**

@@ -1,13 +1,13 @@
 import { isServiceError } from '@svc/contracts';
 import { sql } from 'kysely';
 import { findCommand } from '../../store/commands.js';
-import { isTerminalCommand } from '../commands.js';
+import { isTerminalCommand } from '../runs/commands.js';
 import type { Ctx, TerminalChange } from '../context.js';
 import type { Tx } from '../../store/runs.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { runBaseOf } from '../queue/inputs.js';
 import { changeTask, findTask, lockTask } from '../queue/store.js';
-import { buildResult } from '../results.js';
+import { buildResult } from '../runs/results.js';
 import { sendToSession } from '../sessions/send.js';
 import { createSession } from '../sessions/sessions.js';
 import { newId } from '@svc/contracts';

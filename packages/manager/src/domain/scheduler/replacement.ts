@@ -2,10 +2,10 @@ import { isServiceError } from '@svc/contracts';
 import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import { runWakeKey } from '../../store/wakeups.js';
-import { finishCommand, getCommandRow, isTerminalCommand } from '../commands.js';
+import { finishCommand, getCommandRow, isTerminalCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
 import { createRunnerJob, type RunnerJobDeps } from '../runner-jobs/runner-jobs.js';
-import { lockRunOrThrow } from '../runs.js';
+import { lockRunOrThrow } from '../runs/runs.js';
 
 interface LostRun {
   run_id: string;

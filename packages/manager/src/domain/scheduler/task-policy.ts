@@ -7,7 +7,7 @@ import {
 } from '@svc/contracts';
 import type { SchedulerSettings } from '../../config.js';
 import { iso } from '../../store/json.js';
-import { resolveProfile } from '../run-policy.js';
+import { resolveProfile } from '../runs/run-policy.js';
 import type { TaskRow } from '../queue/store.js';
 
 export interface EffectiveRetryPolicy {

@@ -8,14 +8,14 @@ import {
 } from '@svc/contracts';
 import { findCommand } from '../../store/commands.js';
 import { dbNow, findRun } from '../../store/runs.js';
-import { promptOf } from '../command-payload.js';
-import { createCommand } from '../commands.js';
+import { promptOf } from '../runs/command-payload.js';
+import { createCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
 import { trustedClaim } from '../dispatch-scope.js';
-import { resolveProfile } from '../run-policy.js';
+import { resolveProfile } from '../runs/run-policy.js';
 import { checkJobOverrides, toolsOf } from '../runner-jobs/overrides.js';
 import { createRunnerJob, type RunnerJobDeps } from '../runner-jobs/runner-jobs.js';
-import { createRun } from '../runs.js';
+import { createRun } from '../runs/runs.js';
 import { sessionPath, type SessionRow } from './records.js';
 import { getSessionRow } from './sessions.js';
 

@@ -19,14 +19,18 @@ import { json } from '../../store/json.js';
 import { findCommand } from '../../store/commands.js';
 import { findRun, type Executor } from '../../store/runs.js';
 import type { SessionsTable } from '../../store/schema.js';
-import { checkRunSources } from '../bundle-policy.js';
-import { cancelCommand } from '../commands.js';
+import { checkRunSources } from '../runs/bundle-policy.js';
+import { cancelCommand } from '../runs/commands.js';
 import type { Ctx } from '../context.js';
 import { dispatchScope } from '../dispatch-scope.js';
-import { livenessOf } from '../liveness-of.js';
-import { checkProjectBoundary, completeExecutionPolicy, resolveProfile } from '../run-policy.js';
-import { assertLeaseOwner } from '../lease-checks.js';
-import { cancelRun, isTerminalRun, lockRunOrThrow } from '../runs.js';
+import { livenessOf } from '../runs/liveness-of.js';
+import {
+  checkProjectBoundary,
+  completeExecutionPolicy,
+  resolveProfile,
+} from '../runs/run-policy.js';
+import { assertLeaseOwner } from '../runs/lease-checks.js';
+import { cancelRun, isTerminalRun, lockRunOrThrow } from '../runs/runs.js';
 import {
   decodeCursor,
   encodeCursor,

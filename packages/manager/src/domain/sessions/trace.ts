@@ -5,7 +5,7 @@ import {
   type SessionEventsQuery,
 } from '@svc/contracts';
 import type { Ctx } from '../context.js';
-import { listEvents } from '../events.js';
+import { listEvents } from '../runs/events.js';
 import { getSessionRow } from './sessions.js';
 
 /** Categories a person reading "output" wants: what the agent said and what commands printed. */

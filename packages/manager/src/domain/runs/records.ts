@@ -7,10 +7,10 @@ import type {
   SteerDelivery,
   WorkspaceRef,
 } from '@svc/contracts';
-import type { CommandRow } from '../store/commands.js';
-import type { EventRow } from '../store/events.js';
-import { iso, isoRequired } from '../store/json.js';
-import type { RunRow } from '../store/runs.js';
+import type { CommandRow } from '../../store/commands.js';
+import type { EventRow } from '../../store/events.js';
+import { iso, isoRequired } from '../../store/json.js';
+import type { RunRow } from '../../store/runs.js';
 
 /** Row -> API record mappers: the only place a column becomes a response field. */
 export function toRun(row: RunRow, now: Date): Run {

@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
-import { existingKeys, type NewEvent } from '../store/events.js';
-import { eventBatch } from '../store/event-batch.js';
-import type { RunRow, Tx } from '../store/runs.js';
-import { eventsWakeKey, WAKE_CHANNEL } from '../store/wakeups.js';
-import { eventsAppended } from '../metrics/registry.js';
+import { existingKeys, type NewEvent } from '../../store/events.js';
+import { eventBatch } from '../../store/event-batch.js';
+import type { RunRow, Tx } from '../../store/runs.js';
+import { eventsWakeKey, WAKE_CHANNEL } from '../../store/wakeups.js';
+import { eventsAppended } from '../../metrics/registry.js';
 
 export interface Written {
   key: string | null;

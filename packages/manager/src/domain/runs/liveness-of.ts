@@ -1,9 +1,9 @@
 import { TERMINAL_COMMAND_STATES, type Liveness } from '@svc/contracts';
-import type { CommandRow } from '../store/commands.js';
-import { eventAt } from '../store/events.js';
-import { latestTerminal, openToolCalls } from '../store/result-queries.js';
-import { dbNow, type RunRow } from '../store/runs.js';
-import type { Ctx } from './context.js';
+import type { CommandRow } from '../../store/commands.js';
+import { eventAt } from '../../store/events.js';
+import { latestTerminal, openToolCalls } from '../../store/result-queries.js';
+import { dbNow, type RunRow } from '../../store/runs.js';
+import type { Ctx } from '../context.js';
 import { deriveLiveness } from './liveness.js';
 import { isTerminalRun } from './runs.js';
 

@@ -1,7 +1,7 @@
 import { ServiceError } from '@svc/contracts';
-import type { RunRow } from '../store/runs.js';
-import { iso } from '../store/json.js';
-import { sameHash, tokenHash } from './caller-tokens.js';
+import type { RunRow } from '../../store/runs.js';
+import { iso } from '../../store/json.js';
+import { sameHash, tokenHash } from '../caller-tokens.js';
 
 /**
  * Fencing: only the holder of the current lease may write to a run. The holder proves it with

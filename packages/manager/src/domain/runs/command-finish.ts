@@ -1,12 +1,12 @@
 import { TERMINAL_COMMAND_STATES, type CommandStatusBody } from '@svc/contracts';
-import type { CommandRow } from '../store/commands.js';
-import type { NewEvent } from '../store/events.js';
-import { finishFresh, type FreshFinish } from '../store/finish-fresh.js';
-import { json } from '../store/json.js';
-import { lockRunOfCommand } from '../store/runs.js';
-import { eventsAppended } from '../metrics/registry.js';
-import { tokenHash } from './caller-tokens.js';
-import type { Ctx } from './context.js';
+import type { CommandRow } from '../../store/commands.js';
+import type { NewEvent } from '../../store/events.js';
+import { finishFresh, type FreshFinish } from '../../store/finish-fresh.js';
+import { json } from '../../store/json.js';
+import { lockRunOfCommand } from '../../store/runs.js';
+import { eventsAppended } from '../../metrics/registry.js';
+import { tokenHash } from '../caller-tokens.js';
+import type { Ctx } from '../context.js';
 import { terminalEvent, terminalKeyOf } from './event-log.js';
 
 const TERMINAL = new Set<string>(TERMINAL_COMMAND_STATES);

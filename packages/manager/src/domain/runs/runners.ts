@@ -12,19 +12,19 @@ import {
   type RunnerRegisterBody,
   type RunnerRegistration,
 } from '@svc/contracts';
-import { pollPage, type PollPage } from '../store/command-poll.js';
+import { pollPage, type PollPage } from '../../store/command-poll.js';
 import { expireCommands } from './command-expiry.js';
-import { iso, isoRequired, json } from '../store/json.js';
-import { dbNow, type RunRow } from '../store/runs.js';
-import { runWakeKey, type WaitEnd } from '../store/wakeups.js';
-import { leaseClaims, leaseExpiries, leaseTakeovers } from '../metrics/registry.js';
-import type { Ctx } from './context.js';
+import { iso, isoRequired, json } from '../../store/json.js';
+import { dbNow, type RunRow } from '../../store/runs.js';
+import { runWakeKey, type WaitEnd } from '../../store/wakeups.js';
+import { leaseClaims, leaseExpiries, leaseTakeovers } from '../../metrics/registry.js';
+import type { Ctx } from '../context.js';
 import { managerEvent, writeEvents } from './event-log.js';
-import { mintLeaseToken, tokenHash } from './caller-tokens.js';
+import { mintLeaseToken, tokenHash } from '../caller-tokens.js';
 import { assertLeaseOwner, leaseConflict } from './lease-checks.js';
 import { toCommand, toRun } from './records.js';
 import { getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
-import { PREPARED } from '../store/prepared.js';
+import { PREPARED } from '../../store/prepared.js';
 
 export async function registerRunner(
   ctx: Ctx,

@@ -18,22 +18,22 @@ import {
   insertCommandOfRun,
   updateCommand,
   type CommandRow,
-} from '../store/commands.js';
-import { acknowledge } from '../store/command-ack.js';
-import { createFresh } from '../store/create-fresh.js';
-import type { NewEvent } from '../store/events.js';
-import { json } from '../store/json.js';
-import type { CommandsTable } from '../store/schema.js';
-import { lockRunOfCommand, type Executor, type RunRow, type Tx } from '../store/runs.js';
-import { runWakeKey } from '../store/wakeups.js';
-import { commandsCreated } from '../metrics/registry.js';
+} from '../../store/commands.js';
+import { acknowledge } from '../../store/command-ack.js';
+import { createFresh } from '../../store/create-fresh.js';
+import type { NewEvent } from '../../store/events.js';
+import { json } from '../../store/json.js';
+import type { CommandsTable } from '../../store/schema.js';
+import { lockRunOfCommand, type Executor, type RunRow, type Tx } from '../../store/runs.js';
+import { runWakeKey } from '../../store/wakeups.js';
+import { commandsCreated } from '../../metrics/registry.js';
 import { expireCommands } from './command-expiry.js';
 import { finishReported, reportedDetails, reportedSteer } from './command-finish.js';
 import { checkCommandPayload, namedProfile } from './command-payload.js';
-import type { Ctx } from './context.js';
+import type { Ctx } from '../context.js';
 import { terminalEvent, writeEvents } from './event-log.js';
 import { checkRunnerEvents, runnerEvents, writeRunnerEvents } from './events.js';
-import { tokenHash } from './caller-tokens.js';
+import { tokenHash } from '../caller-tokens.js';
 import { assertLeaseOwner, leaseConflict } from './lease-checks.js';
 import { toCommand } from './records.js';
 import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';

@@ -6,14 +6,14 @@ import {
   type EventInput,
   type EventPage,
 } from '@svc/contracts';
-import { appendFresh } from '../store/append-fresh.js';
-import { commandIdsOfRun, pageEvents, type NewEvent } from '../store/events.js';
-import { eventsWakeKey } from '../store/wakeups.js';
-import { eventsAppended } from '../metrics/registry.js';
-import { tokenHash } from './caller-tokens.js';
-import type { Ctx } from './context.js';
+import { appendFresh } from '../../store/append-fresh.js';
+import { commandIdsOfRun, pageEvents, type NewEvent } from '../../store/events.js';
+import { eventsWakeKey } from '../../store/wakeups.js';
+import { eventsAppended } from '../../metrics/registry.js';
+import { tokenHash } from '../caller-tokens.js';
+import type { Ctx } from '../context.js';
 import { boundEventData } from './event-bounds.js';
-import type { RunRow, Tx } from '../store/runs.js';
+import type { RunRow, Tx } from '../../store/runs.js';
 import { writeEvents, type Written } from './event-log.js';
 import { assertLeaseOwner } from './lease-checks.js';
 import { toEvent } from './records.js';

@@ -1,7 +1,7 @@
 import { TERMINAL_JOB_PHASES, TERMINAL_RUN_STATES } from '@svc/contracts';
-import type { Executor } from '../store/runs.js';
-import { tokenHash } from './caller-tokens.js';
-import { PREPARED } from '../store/prepared.js';
+import type { Executor } from '../../store/runs.js';
+import { tokenHash } from '../caller-tokens.js';
+import { PREPARED } from '../../store/prepared.js';
 
 /** A runner Job, identified by its own token. */
 export interface RunnerCaller {

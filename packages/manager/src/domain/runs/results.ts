@@ -5,7 +5,7 @@ import {
   type TerminalStatus,
   type ToolCallSummary,
 } from '@svc/contracts';
-import { eventAt, type EventRow } from '../store/events.js';
+import { eventAt, type EventRow } from '../../store/events.js';
 import {
   assistantParts,
   latestAssistant,
@@ -14,12 +14,12 @@ import {
   scopeCounts,
   targetEventsAfter,
   type Scope,
-} from '../store/result-queries.js';
-import { windowTotals, type WindowTotals } from '../store/result-windows.js';
-import { dbNow, type RunRow } from '../store/runs.js';
-import type { CommandRow } from '../store/commands.js';
+} from '../../store/result-queries.js';
+import { windowTotals, type WindowTotals } from '../../store/result-windows.js';
+import { dbNow, type RunRow } from '../../store/runs.js';
+import type { CommandRow } from '../../store/commands.js';
 import { expireCommands } from './command-expiry.js';
-import type { Ctx } from './context.js';
+import type { Ctx } from '../context.js';
 import { getCommandRow, isTerminalCommand } from './commands.js';
 import { deriveLiveness } from './liveness.js';
 import { steerDeliveryOf } from './records.js';

@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import { OUTCOME_FAILURE_KINDS, ServiceError, type Run, type RunStatusBody } from '@svc/contracts';
-import { nonTerminalCommands } from '../store/commands.js';
-import { dbNow } from '../store/runs.js';
-import { runWakeKey } from '../store/wakeups.js';
-import type { Ctx } from './context.js';
+import { nonTerminalCommands } from '../../store/commands.js';
+import { dbNow } from '../../store/runs.js';
+import { runWakeKey } from '../../store/wakeups.js';
+import type { Ctx } from '../context.js';
 import { assertLeaseOwner } from './lease-checks.js';
 import { toRun } from './records.js';
 import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import { RUNS_PAGE_DEFAULT, ServiceError, type RunListQuery, type RunPage } from '@svc/contracts';
-import { dbNow } from '../store/runs.js';
-import type { Ctx } from './context.js';
+import { dbNow } from '../../store/runs.js';
+import type { Ctx } from '../context.js';
 import { toRun } from './records.js';
 
 /**

@@ -8,18 +8,18 @@ import {
   type SessionRef,
 } from '@svc/contracts';
 import type { Insertable } from 'kysely';
-import type { RunsTable } from '../store/schema.js';
-import { json } from '../store/json.js';
-import { dbNow, findRun, insertRun, lockRun, type RunRow, type Tx } from '../store/runs.js';
-import { nonTerminalCommands, updateCommand } from '../store/commands.js';
+import type { RunsTable } from '../../store/schema.js';
+import { json } from '../../store/json.js';
+import { dbNow, findRun, insertRun, lockRun, type RunRow, type Tx } from '../../store/runs.js';
+import { nonTerminalCommands, updateCommand } from '../../store/commands.js';
 import { checkRunSources } from './bundle-policy.js';
-import type { Ctx } from './context.js';
-import { dispatchScope } from './dispatch-scope.js';
+import type { Ctx } from '../context.js';
+import { dispatchScope } from '../dispatch-scope.js';
 import { managerEvent, terminalEvent, writeEvents } from './event-log.js';
 import { toRun } from './records.js';
 import { checkProjectBoundary, completeExecutionPolicy, resolveProfile } from './run-policy.js';
-import { runWakeKey } from '../store/wakeups.js';
-import { runsCreated } from '../metrics/registry.js';
+import { runWakeKey } from '../../store/wakeups.js';
+import { runsCreated } from '../../metrics/registry.js';
 
 export const isTerminalRun = (state: string) =>
   (TERMINAL_RUN_STATES as readonly string[]).includes(state);

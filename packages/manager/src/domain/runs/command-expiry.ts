@@ -1,7 +1,7 @@
-import { anyDue, expireDue } from '../store/commands.js';
-import type { Db } from '../store/db.js';
-import { eventsWakeKey, wakeOnCommit } from '../store/wakeups.js';
-import type { DomainHooks } from './context.js';
+import { anyDue, expireDue } from '../../store/commands.js';
+import type { Db } from '../../store/db.js';
+import { eventsWakeKey, wakeOnCommit } from '../../store/wakeups.js';
+import type { DomainHooks } from '../context.js';
 
 /**
  * Expire the commands past their TTL and let their followers (the session, the queue task and

@@ -15,7 +15,7 @@ import {
   type ToolCredential,
   type ToolCredentialRecord,
 } from '@svc/contracts';
-import type { PolicyLimits } from '../config.js';
+import type { PolicyLimits } from '../../config.js';
 
 const PROVIDER_KEYS = ['auth.json', 'config.toml', 'model-catalog.json'];
 const RESERVED_PROFILES = ['runtime-default'];

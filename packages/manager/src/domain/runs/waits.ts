@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import { TERMINAL_COMMAND_STATES, type EventPage, type ResultEnvelope } from '@svc/contracts';
-import { openWaits } from '../metrics/registry.js';
-import { eventsWakeKey } from '../store/wakeups.js';
-import { watchEvents } from '../store/events-watch.js';
-import type { Ctx } from './context.js';
+import { openWaits } from '../../metrics/registry.js';
+import { eventsWakeKey } from '../../store/wakeups.js';
+import { watchEvents } from '../../store/events-watch.js';
+import type { Ctx } from '../context.js';
 import { listEvents } from './events.js';
 import { buildResult } from './results.js';
 import { isTerminalRun } from './runs.js';

@@ -1,7 +1,7 @@
 import type { Command, CommandStatusBody } from '@svc/contracts';
-import { recordProgress } from '../store/command-progress.js';
-import { tokenHash } from './caller-tokens.js';
-import type { Ctx } from './context.js';
+import { recordProgress } from '../../store/command-progress.js';
+import { tokenHash } from '../caller-tokens.js';
+import type { Ctx } from '../context.js';
 import { toCommand } from './records.js';
 
 /**

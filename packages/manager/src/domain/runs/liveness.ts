@@ -5,10 +5,10 @@ import type {
   LivenessPhase,
   RecoveryAction,
 } from '@svc/contracts';
-import type { CommandRow } from '../store/commands.js';
-import type { EventRow } from '../store/events.js';
-import { iso } from '../store/json.js';
-import type { RunRow } from '../store/runs.js';
+import type { CommandRow } from '../../store/commands.js';
+import type { EventRow } from '../../store/events.js';
+import { iso } from '../../store/json.js';
+import type { RunRow } from '../../store/runs.js';
 
 /** Share of the idle budget left at which a run counts as approaching its idle timeout. */
 const APPROACHING_SHARE = 0.2;
