@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, describe, it, type TestContext } from 'node:test';
 import { functionCallOutput, processesWithTag, userTexts } from '@svc/testkit';
@@ -80,6 +80,36 @@ describe('agent tools, steer and interrupt', () => {
     assert.equal(data['outputTruncated'], true);
     assert.ok((data['originalBytes'] as number) > 16 * 1024);
     assert.ok((data['keptBytes'] as number) <= 16 * 1024);
+  });
+
+  it('runs a shell command under the default workspace-write sandbox, with or without a system bubblewrap', async (t) => {
+    // The agent home is under the temp dir here, where the agent puts no helper on its PATH;
+    // with /usr/bin/bwrap installed the command only runs if the runner provides it.
+    const fx = await agentFixture({ config: { sandboxMode: 'workspace-write' } });
+    t.after(() => fx.cleanup());
+    fx.provider.enqueue(
+      {
+        kind: 'tool-call',
+        command: 'echo sandboxed > inside.txt && cat inside.txt',
+        callId: 'call_sb',
+      },
+      { kind: 'text', text: 'done' },
+    );
+    const agent = await fx.start();
+    const { thread } = await agent.startThread({ cwd: fx.workspace });
+    const rec = recorder();
+    const outcome = await (
+      await agent.runTurn(thread.id, 'write', { onEvent: rec.onEvent })
+    ).outcome;
+    assert.equal(outcome.status, 'completed');
+    const completed = named(rec.events, 'item.completed');
+    const output = named(rec.events, 'command.output')[0]?.data['text'];
+    assert.equal(completed[0]?.data['exitCode'], 0, `the command ran: ${String(output)}`);
+    assert.equal(String(output).trim(), 'sandboxed');
+    assert.equal(await readFile(join(fx.workspace, 'inside.txt'), 'utf8'), 'sandboxed\n');
+    const followUp = await fx.provider.waitForRequest(2);
+    assert.match(functionCallOutput(followUp, 'call_sb') ?? '', /sandboxed/);
+    assert.doesNotMatch(functionCallOutput(followUp, 'call_sb') ?? '', /execvp/);
   });
 
   it('declines approvals (headless) and reports them', async (t) => {

@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
 import { statSync } from 'node:fs';
+import { delimiter } from 'node:path';
 import { resolveCodexBinary } from './codex-binary.js';
 import { AgentError } from './errors.js';
 import { JsonRpcClient, type AgentChild } from './jsonrpc.js';
 import { descendantsOf, killProcessTree } from './process-tree.js';
 import { readInitialize, type ClientInfo, type InitializeResult } from './protocol.js';
+import { provideSandboxHelper } from './sandbox-helper.js';
 
 /**
  * One `codex app-server` process: spawned directly from the platform binary in its own
@@ -99,10 +101,16 @@ export class CodexProcess {
   static async start(options: CodexProcessOptions): Promise<CodexProcess> {
     requireDirectory(options.codexHome, 'agent home (CODEX_HOME)');
     const binary = resolveCodexBinary(options.binaryPath);
+    const env = agentEnvironment(options);
+    // The agent's sandbox helper must be reachable by name (see sandbox-helper.ts).
+    if (process.platform === 'linux') {
+      const helperDir = await provideSandboxHelper(options.codexHome, binary);
+      env['PATH'] = `${helperDir}${delimiter}${env['PATH']}`;
+    }
     const startedAt = performance.now();
     const child = spawn(binary, ['app-server'], {
       cwd: options.cwd ?? options.codexHome,
-      env: agentEnvironment(options),
+      env,
       stdio: ['pipe', 'pipe', 'pipe'],
       // Own process group: the whole tree can be signalled at once.
       detached: true,
