@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { ConfigError } from '@svc/contracts';
 import { canary, ensureTestTag, findCanaries, processesWithTag } from '@svc/testkit';
+import { loadConfig } from '../src/index.js';
 import { runBody, startTestManager, type TestManager } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
 import { findCanariesInTree } from './secret-scan.js';
@@ -15,10 +17,15 @@ import { findCanariesInTree } from './secret-scan.js';
  * scheduled attempt), the operator's opt-out, and what a sandboxed job receives.
  */
 const STAND_IN = `
-import { readdirSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 const pids = readdirSync('/proc').filter((n) => /^[0-9]+$/.test(n));
-writeFileSync(process.env.SVC_JOB_DIR + '/seen.json', JSON.stringify({
+const job = process.env.SVC_JOB_DIR;
+const attempt = (read) => { try { return read(); } catch (error) { return error.code; } };
+writeFileSync(job + '/seen.json', JSON.stringify({
   env: process.env, uid: process.getuid(), gid: process.getgid(), pid: process.pid, pids,
+  dataDir: attempt(() => readdirSync(job + '/../..')),
+  // Where one test keeps the manager's API key file: next to the data dir.
+  keyFile: attempt(() => readFileSync(job + '/../../../api-key', 'utf8')),
 }));
 if (process.env.SVC_PROFILE === 'stubborn') {
   // Deaf to SIGTERM, with a shell in a session of its own: only a SIGKILL of the sandbox ends it.
@@ -72,6 +79,40 @@ async function seen(t: TestManager, jobName: string): Promise<any> {
     ),
   );
 }
+
+describe('isolation settings', () => {
+  it('default to a sandbox per job, as uid/gid 65532 under a root manager', () => {
+    assert.deepEqual(loadConfig({}).launcher.isolation, {
+      mode: 'on',
+      bwrapPath: null,
+      uid: 65532,
+      gid: 65532,
+    });
+  });
+
+  it('refuse an unknown mode, a relative bwrap path and root as the runners’ user', () => {
+    assert.throws(
+      () =>
+        loadConfig({
+          SVC_LOCAL_ISOLATION: 'maybe',
+          SVC_BWRAP_PATH: 'bin/bwrap',
+          SVC_LOCAL_RUNNER_UID: '0',
+          SVC_LOCAL_RUNNER_GID: '-1',
+        }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        for (const name of [
+          'SVC_LOCAL_ISOLATION',
+          'SVC_BWRAP_PATH',
+          'SVC_LOCAL_RUNNER_UID',
+          'SVC_LOCAL_RUNNER_GID',
+        ])
+          assert.match(error.message, new RegExp(name));
+        return true;
+      },
+    );
+  });
+});
 
 describe('without bubblewrap, the local launcher refuses runner Jobs', () => {
   let t: TestManager;
@@ -178,7 +219,7 @@ describe(
     before(async () => {
       // A variable of the manager's own environment that must not reach any job.
       process.env['SVC_ISOLATION_TEST_LEAK'] = leak;
-      t = await manager({});
+      t = await manager({ SVC_RUNNER_KILL_GRACE_MS: '1000' });
     });
     after(async () => {
       delete process.env['SVC_ISOLATION_TEST_LEAK'];
@@ -239,6 +280,37 @@ describe(
         ),
         [],
       );
+    });
+
+    it('hides the data dir and the API key file even inside an operator-listed mirror', async () => {
+      const mirror = await mkdtemp(join(tmpdir(), 'svc-isolation-mirror-'));
+      await chmod(mirror, 0o755);
+      await mkdir(join(mirror, 'data'));
+      await writeFile(join(mirror, 'api-key'), `${API_KEY}\n`, { mode: 0o644 });
+      const other = await startTestManager({
+        listen: true,
+        dataDir: join(mirror, 'data'),
+        env: {
+          SVC_RUNNER_ENTRY: join(dir, 'runner.mjs'),
+          SVC_API_KEY_FILE: join(mirror, 'api-key'),
+          SVC_API_KEY: API_KEY,
+          SVC_REPO_URL_ALLOW_PREFIXES: `file://${mirror}/`,
+        },
+      });
+      try {
+        await other.configureProfile('builtin-a');
+        const { runId, commandId } = await runAndCommand(other);
+        const created = await other.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
+        assert.equal(created.status, 201, created.raw);
+        const job = await seen(other, created.body.jobName);
+        assert.deepEqual(job.dataDir, ['jobs'], 'no Secrets, database or cache in view');
+        assert.notEqual(job.keyFile, `${API_KEY}\n`, 'the API key file is hidden');
+        assert.ok(existsSync(join(mirror, 'data', 'secrets')), 'the data dir does hold Secrets');
+        await other.api('POST', `/api/v1/runs/${runId}/cancel`, { reason: 'done' });
+      } finally {
+        await other.close();
+        await rm(mirror, { recursive: true, force: true });
+      }
     });
 
     it('runs a lone runner entry its user may not read (a private directory) from a copy', async () => {

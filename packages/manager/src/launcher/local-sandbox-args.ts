@@ -1,4 +1,4 @@
-import { lstatSync, readlinkSync } from 'node:fs';
+import { lstatSync, readlinkSync, statSync } from 'node:fs';
 
 /**
  * The bubblewrap command line of one local runner Job: a root of its own holding the system
@@ -59,7 +59,9 @@ export function bwrapArgs(plan: SandboxPlan): string[] {
     root.mount('--tmpfs', null, dir, 'empty', ['--perms', '1777']);
   for (const path of plan.readOnly) root.mount('--ro-bind', path, path, 'host');
   for (const path of plan.masked)
-    if (plan.readOnly.some((ro) => inside(path, ro))) root.mount('--tmpfs', null, path, 'empty');
+    if (plan.readOnly.some((ro) => inside(path, ro)))
+      if (isDirectory(path)) root.mount('--tmpfs', null, path, 'empty');
+      else root.mount('--ro-bind', '/dev/null', path, 'host');
   for (const path of plan.writable) root.mount('--bind', path, path, 'host');
   for (const file of plan.files)
     root.mount('--ro-bind-data', String(file.fd), file.dest, 'host', ['--perms', '0444']);
@@ -115,6 +117,14 @@ class SandboxRoot {
       this.args.push('--perms', '0755', '--dir', dir);
       this.#made.add(dir);
     }
+  }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }
 

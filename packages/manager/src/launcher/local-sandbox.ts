@@ -1,6 +1,5 @@
-import { execFile, spawn } from 'node:child_process';
-import { closeSync, constants, existsSync, openSync, realpathSync, statSync } from 'node:fs';
-import { delimiter, dirname, isAbsolute, join } from 'node:path';
+import { closeSync, constants, existsSync, openSync, realpathSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { ServiceError } from '@svc/contracts';
 import type { Logger } from '../logging.js';
 import type { RunnerJobSpec } from './types.js';
@@ -10,6 +9,7 @@ import {
   type SandboxFile,
   type SandboxPlan,
 } from './local-sandbox-args.js';
+import { bwrapVersion, findBwrap, isDir, runTrial } from './local-sandbox-probe.js';
 import {
   accessibleBy,
   chownTree,
@@ -97,6 +97,7 @@ const SETPRIV_CANDIDATES = ['/usr/bin/setpriv', '/bin/setpriv', '/usr/sbin/setpr
 export class LocalIsolation {
   #report: IsolationReport;
   #setpriv: string | null = null;
+  readonly #files = new Map<string, ReturnType<typeof runnerFiles>>();
 
   private constructor(
     private readonly settings: IsolationSettings,
@@ -211,7 +212,7 @@ export class LocalIsolation {
     provide: (source: string, dest: string) => void,
   ): SandboxPlan & { files: SandboxFile[] } {
     const runAs = this.#report.runAs;
-    const runner = runnerFiles(this.context.nodePath, runnerEntry);
+    const runner = this.#runnerFiles(runnerEntry);
     const entry = realpathSync(runnerEntry);
     let readOnly = runner.paths;
     // A lone entry in a directory its user cannot read (private to root) comes as a copy.
@@ -228,6 +229,14 @@ export class LocalIsolation {
       cwd: layout.dir,
       command: [...this.#dropPrivileges(), this.context.nodePath, entry],
     };
+  }
+
+  /** Looked up once per entry: a launch burst should not walk node_modules each time. */
+  #runnerFiles(runnerEntry: string): ReturnType<typeof runnerFiles> {
+    let files = this.#files.get(runnerEntry);
+    if (!files)
+      this.#files.set(runnerEntry, (files = runnerFiles(this.context.nodePath, runnerEntry)));
+    return files;
   }
 
   #dropPrivileges(): string[] {
@@ -264,7 +273,7 @@ export class LocalIsolation {
         return;
       }
       const { uid, gid } = report.runAs;
-      const runner = runnerFiles(this.context.nodePath, this.context.runnerEntry);
+      const runner = this.#runnerFiles(this.context.runnerEntry);
       const unreadable = [this.context.nodePath, ...(runner.packaged ? runner.paths : [])].find(
         (p) => !accessibleBy(p, uid, gid, 'x'),
       );
@@ -293,64 +302,6 @@ export class LocalIsolation {
 
 const REMEDY =
   'Install the Debian package bubblewrap (apt-get install bubblewrap), or set SVC_LOCAL_ISOLATION=off to run local runners without isolation';
-
-function findBwrap(configured: string | null): string | null {
-  if (configured) return isAbsolute(configured) && isExecutable(configured) ? configured : null;
-  for (const dir of (process.env['PATH'] ?? '/usr/bin:/bin').split(delimiter)) {
-    const candidate = join(dir, 'bwrap');
-    if (isAbsolute(candidate) && isExecutable(candidate)) return candidate;
-  }
-  return null;
-}
-
-function isExecutable(path: string): boolean {
-  try {
-    const stat = statSync(path);
-    return stat.isFile() && (stat.mode & 0o111) !== 0;
-  } catch {
-    return false;
-  }
-}
-
-function isDir(path: string): boolean {
-  try {
-    return statSync(path).isDirectory();
-  } catch {
-    return false;
-  }
-}
-
-function bwrapVersion(bwrap: string): Promise<string | null> {
-  return new Promise((resolve) => {
-    execFile(bwrap, ['--version'], { timeout: 5000 }, (error, stdout) =>
-      resolve(error ? null : (stdout.trim().split(/\s+/).at(-1) ?? null)),
-    );
-  });
-}
-
-/** Start a throwaway sandbox running `node -e ''`; null when it worked, else why not. */
-function runTrial(bwrap: string, args: string[]): Promise<string | null> {
-  return new Promise((resolve) => {
-    const child = spawn('/bin/sh', args, { stdio: ['ignore', 'ignore', 'pipe'], env: {} });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => {
-      if (stderr.length < 4096) stderr += chunk.toString('utf8');
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-    child.once('error', (error) => {
-      clearTimeout(timer);
-      resolve(`${bwrap} could not be started: ${error.message}`);
-    });
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve(null);
-      else
-        resolve(
-          `${bwrap} could not build a sandbox on this host (exit ${code ?? signal}): ${stderr.trim().slice(-500) || 'no output'}`,
-        );
-    });
-  });
-}
 
 /** A job's directory, session volume and Secrets as its sandbox mounts them. */
 export function sandboxLayout(
