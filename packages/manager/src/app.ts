@@ -175,6 +175,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     extra: () =>
       Promise.resolve({
         launcher: deps.runnerJobs.launcher.kind,
+        isolation: deps.runnerJobs.launcher.isolationReport?.() ?? null,
         secretStore: deps.secrets.kind,
         workReady: deps.runnerJobs.workReady(),
       }),

@@ -53,6 +53,8 @@ export interface ManagerConfig {
   deploymentMode: 'local' | 'runtime';
   /** Every accepted operator key (several during a rotation); empty when none is configured. */
   apiKeys: readonly string[];
+  /** SVC_API_KEY_FILE, kept out of every runner sandbox. */
+  apiKeyFile: string | null;
   tenants: string[];
   /** Largest request body accepted (413 beyond). */
   bodyLimitBytes: number;
@@ -85,6 +87,15 @@ export interface ManagerConfig {
     /** Local launcher: the runner entry script (default: the installed @svc/runner build). */
     runnerEntry: string | null;
     killGraceMs: number;
+    /** Local launcher: each runner Job in its own bubblewrap sandbox unless turned off. */
+    isolation: {
+      mode: 'on' | 'off';
+      /** bwrap to use; null: the first on PATH. */
+      bwrapPath: string | null;
+      /** The job's user and group when the manager runs as root. */
+      uid: number;
+      gid: number;
+    };
   };
   /** Where controlled Secrets live: the local directory store or Kubernetes Secrets. */
   secretStore: { kind: 'local' | 'kubernetes' };
@@ -200,6 +211,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     store,
     deploymentMode,
     apiKeys,
+    apiKeyFile: r.optional('SVC_API_KEY_FILE') ?? null,
     tenants: r.list('SVC_TENANT_ALLOWLIST', ['tenant-a', 'tenant-b']),
     bodyLimitBytes: r.int('SVC_BODY_LIMIT_BYTES', 1024 * 1024, {
       min: 1024,
@@ -229,6 +241,13 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       namespace: r.string('SVC_NAMESPACE', 'svc-v01'),
       runnerEntry: r.optional('SVC_RUNNER_ENTRY') ?? null,
       killGraceMs: r.int('SVC_RUNNER_KILL_GRACE_MS', 5000, { min: 0 }),
+      isolation: {
+        mode: r.oneOf('SVC_LOCAL_ISOLATION', ['on', 'off'] as const, 'on'),
+        bwrapPath: r.optional('SVC_BWRAP_PATH') ?? null,
+        // 65532: an unprivileged id no distribution gives a user (distroless calls it nonroot).
+        uid: r.int('SVC_LOCAL_RUNNER_UID', 65532, { min: 1, max: 2 ** 31 - 2 }),
+        gid: r.int('SVC_LOCAL_RUNNER_GID', 65532, { min: 1, max: 2 ** 31 - 2 }),
+      },
     },
     secretStore: { kind: r.oneOf('SVC_SECRET_STORE', ['local', 'kubernetes'] as const, 'local') },
     kubernetes: {
@@ -317,6 +336,8 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
   }
   if (config.tenants.length === 0) r.fail('SVC_TENANT_ALLOWLIST must name at least one tenant');
   checkKubernetes(r, config);
+  const bwrap = config.launcher.isolation.bwrapPath;
+  if (bwrap !== null && !bwrap.startsWith('/')) r.fail('SVC_BWRAP_PATH must be an absolute path');
   r.done();
   return config;
 }

@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import { ensureTestTag, FakeProvider, processesWithTag, userTexts } from '@svc/testkit';
 import {
   addTurn,
+  agentPidOf,
   configureProviderProfile,
   isolateTests,
   createSession,
@@ -136,9 +137,9 @@ describe('the runner driving the real agent', () => {
         ),
       30_000,
     );
-    const agentPid = (await runEvents(rig.e.t, runId)).find(
-      (ev) => ev.name === 'backend.initialized',
-    ).data.pid as number;
+    const { runnerJobs } = (await rig.e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs`)).body;
+    const agentPid = agentPidOf(runnerJobs[0].jobName);
+    assert.ok(agentPid, 'the agent runs');
     const cancelled = await rig.e.t.api('POST', `/api/v1/commands/${commandId}/cancel`, {
       reason: 'user pressed stop',
     });
@@ -270,9 +271,8 @@ describe('the runner driving the real agent', () => {
     const job = (
       await rig.e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs/${second.runnerJob.runnerJobId}`)
     ).body;
-    const agentPid = (await runEvents(rig.e.t, runId)).find(
-      (ev) => ev.name === 'backend.initialized',
-    ).data.pid;
+    const agentPid = agentPidOf(job.jobName);
+    assert.ok(agentPid, 'the agent runs');
     killGroup(Number(job.podIdentity.split(':').at(-1)));
     killGroup(agentPid);
     await waitFor(

@@ -51,6 +51,8 @@ const git = (cwd: string, ...args: string[]) =>
 
 before(async () => {
   repoDir = await mkdtemp(join(tmpdir(), 'svc-bundle-'));
+  // An operator's mirror is readable by the runners' user (a sandboxed runner has its own uid).
+  await chmod(repoDir, 0o755);
   const work = join(repoDir, 'work');
   await mkdir(join(work, 'tools'), { recursive: true });
   await mkdir(join(work, 'skills', 'review'), { recursive: true });

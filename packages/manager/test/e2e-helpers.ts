@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach } from 'node:test';
-import { ensureTestTag, FakeProvider, killTagged, waitForNoTaggedProcesses } from '@svc/testkit';
+import { readFileSync } from 'node:fs';
+import {
+  ensureTestTag,
+  FakeProvider,
+  killTagged,
+  processesWithTag,
+  waitForNoTaggedProcesses,
+} from '@svc/testkit';
 import {
   createSession as createTestSession,
   runBody,
@@ -198,6 +205,25 @@ export async function addTurn(t: TestManager, runId: string, prompt: string): Pr
   });
   assert.equal(command.status, 201, command.raw);
   return command.body.commandId as string;
+}
+
+/**
+ * The host pid of a job's agent (`codex app-server`, its CODEX_HOME in the job's directory).
+ * The pid in `backend.initialized` is the runner's view: inside a sandbox's own PID namespace
+ * it names another process, or none, on the host.
+ */
+export function agentPidOf(jobName: string): number | null {
+  const tag = ensureTestTag();
+  for (const p of processesWithTag(tag)) {
+    if (!p.command.includes('app-server')) continue;
+    try {
+      const env = readFileSync(`/proc/${p.pid}/environ`, 'latin1').split('\0');
+      if (env.some((v) => v.startsWith('CODEX_HOME=') && v.includes(`/${jobName}/`))) return p.pid;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return null;
 }
 
 /** SIGKILL a process group, ignoring one that is already gone. */

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { userTexts, type RecordedRequest } from '@svc/testkit';
-import { killGroup, runEvents, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
+import {
+  agentPidOf,
+  killGroup,
+  runEvents,
+  useE2E,
+  waitFor,
+  waitForCommand,
+} from './e2e-helpers.js';
 import { FAST_SCHEDULER } from './scheduler-helpers.js';
 
 /**
@@ -100,8 +107,8 @@ describe('scheduler end to end', () => {
     const runId = attempt.runId as string;
     const jobs = (await e.t.api('GET', `/api/v1/runs/${runId}/runner-jobs`)).body;
     const job = jobs.runnerJobs[0];
-    const agentPid = (await runEvents(e.t, runId)).find((ev) => ev.name === 'backend.initialized')
-      .data.pid;
+    const agentPid = agentPidOf(job.jobName);
+    assert.ok(agentPid, 'the agent runs');
     // A node failure: the runner and its agent die at once, nobody posts a new runner job.
     const killedAt = Date.now();
     killGroup(Number(job.podIdentity.split(':').at(-1)));

@@ -6,6 +6,8 @@ import { dirname, join } from 'node:path';
 import type { Logger } from '../logging.js';
 import { workReadyCacheFile } from '../work-ready.js';
 import { endLocalJobs } from './local-cleanup.js';
+import { sandboxLayout, type LocalIsolation } from './local-sandbox.js';
+import { SANDBOX_PATHS } from './local-sandbox-args.js';
 import { runnerEnvironment } from './runner-env.js';
 import { parseTransientEnv, TRANSIENT_ENV_KEY } from './transient-env-file.js';
 import type { ActiveJob, LaunchResult, Launcher, PhaseListener, RunnerJobSpec } from './types.js';
@@ -22,6 +24,8 @@ export interface LocalLauncherOptions {
   logger: Logger;
   /** Variables passed through from the manager's environment (PATH, test tags). */
   inherit: readonly string[];
+  /** Each job's sandbox (local-sandbox.ts); absent: none, as with SVC_LOCAL_ISOLATION=off. */
+  isolation?: LocalIsolation;
 }
 
 interface Child {
@@ -59,6 +63,10 @@ export class LocalLauncher implements Launcher {
 
   #environment(spec: RunnerJobSpec): Record<string, string> {
     const paths = this.#paths(spec);
+    // In a sandbox, Secrets are in-memory projections at the pod's paths.
+    const sandboxed = this.options.isolation?.enabled === true;
+    const secretDir = (name: string, inSandbox: string) =>
+      sandboxed ? inSandbox : join(this.options.secretsRoot, name, 'current');
     const env: Record<string, string> = {};
     for (const name of this.options.inherit) {
       const value = process.env[name];
@@ -72,14 +80,13 @@ export class LocalLauncher implements Launcher {
           home: paths.home,
           jobDir: paths.dir,
           secretDir: paths.secret,
-          profileDir: join(this.options.secretsRoot, spec.providerSecret.name, 'current'),
+          profileDir: secretDir(spec.providerSecret.name, SANDBOX_PATHS.profile),
           workspace: paths.workspace,
           agentHome: paths.agentHome,
-          toolDir: (name) => join(this.options.secretsRoot, name, 'current'),
-          bundleCredentialDir: join(
-            this.options.secretsRoot,
+          toolDir: (name) => secretDir(name, join(SANDBOX_PATHS.tools, name)),
+          bundleCredentialDir: secretDir(
             spec.bundleCredential?.name ?? '-',
-            'current',
+            SANDBOX_PATHS.bundleCredential,
           ),
           // A local session volume is a directory elsewhere; the runner links it in.
           sessionMountPath: (s) => s.sessionPvc!.mountPath,
@@ -87,8 +94,12 @@ export class LocalLauncher implements Launcher {
         spec.sessionPvc?.namespace ?? this.namespace,
       ),
     );
-    // Runners of one host share what its tools answered (see detectWorkReady).
-    env['SVC_WORK_READY_CACHE'] = workReadyCacheFile(dirname(this.options.jobsRoot));
+    // Runners of one host share what its tools answered (see detectWorkReady); a sandbox reads
+    // a copy. Its temp dir is its own, and assembly never writes into its Secret projections.
+    env['SVC_WORK_READY_CACHE'] = sandboxed
+      ? SANDBOX_PATHS.workReadyCache
+      : workReadyCacheFile(dirname(this.options.jobsRoot));
+    if (sandboxed) Object.assign(env, { TMPDIR: '/tmp', SVC_FORBIDDEN_ROOTS: SANDBOX_PATHS.root });
     return env;
   }
 
@@ -109,6 +120,7 @@ export class LocalLauncher implements Launcher {
         mode: '0600',
         transientEnv: spec.transientEnvSummary,
       },
+      isolation: this.isolationReport(),
       valuesPrinted: false,
     };
   }
@@ -116,6 +128,8 @@ export class LocalLauncher implements Launcher {
   async launch(spec: RunnerJobSpec, ready?: Promise<void>): Promise<LaunchResult> {
     // A local volume is a directory made at once: nothing to gain by preparing meanwhile.
     await ready;
+    // Fail closed before anything of the job is written: no sandbox, no job.
+    await this.options.isolation?.ready();
     const paths = this.#paths(spec);
     await mkdir(paths.secret, { recursive: true, mode: 0o700 });
     await chmod(paths.secret, 0o700);
@@ -127,13 +141,25 @@ export class LocalLauncher implements Launcher {
     }
     if (spec.managerToken)
       await writeFile(join(paths.secret, 'manager-token'), spec.managerToken, { mode: 0o600 });
+    const sandbox = await this.options.isolation
+      ?.command(sandboxLayout(spec, paths.dir, this.options.secretsRoot), this.options.runnerEntry)
+      .catch(async (error: unknown) => {
+        await endLocalJobs([paths.dir]);
+        throw error;
+      });
     const log = await open(paths.log, 'a', 0o600);
-    const child = spawn(this.options.nodePath, [this.options.runnerEntry], {
-      cwd: paths.dir,
-      env: this.#environment(spec),
-      detached: true, // its own process group: cancel kills the runner, the agent and its shells
-      stdio: ['ignore', log.fd, log.fd],
-    });
+    // Sandboxed, the child is bubblewrap; the runner is its child inside (another pid there).
+    const child = spawn(
+      sandbox?.file ?? this.options.nodePath,
+      sandbox?.args ?? [this.options.runnerEntry],
+      {
+        cwd: paths.dir,
+        env: this.#environment(spec),
+        detached: true, // its own process group: cancel kills the runner, the agent and its shells
+        stdio: ['ignore', log.fd, log.fd, ...(sandbox?.fds ?? [])],
+      },
+    );
+    sandbox?.close();
     // Listen before any await: 'spawn' fires on the next turn of the event loop.
     const spawned = new Promise<number>((resolve, reject) => {
       child.once('spawn', () => resolve(child.pid!));
@@ -228,6 +254,10 @@ export class LocalLauncher implements Launcher {
         },
       });
     }
+  }
+
+  isolationReport(): Record<string, unknown> {
+    return { ...(this.options.isolation?.report() ?? { mode: 'off' }) };
   }
 
   async close(): Promise<void> {

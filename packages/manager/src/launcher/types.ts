@@ -86,4 +86,6 @@ export interface Launcher {
    */
   start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void>;
   close(): Promise<void>;
+  /** What isolates one Job from another and from the host, for /health (local launcher). */
+  isolationReport?(): Record<string, unknown>;
 }

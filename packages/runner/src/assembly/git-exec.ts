@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Redactor, ServiceError, sanitizeUrl, type Env } from '@svc/contracts';
 
 /**
@@ -118,7 +121,7 @@ export class GitRunner {
   }
 
   run(args: readonly string[], options: GitRunOptions): Promise<GitOutput> {
-    const env = this.#buildEnv(options);
+    const env = this.#buildEnv(options, args);
     const command = args.find((a) => !a.startsWith('-')) ?? 'git';
     this.#observer?.onSpawn?.({
       argv: [this.#binary, ...args],
@@ -187,7 +190,7 @@ export class GitRunner {
     return text.length > STDERR_SHOWN ? `…${text.slice(-STDERR_SHOWN)}` : text;
   }
 
-  #buildEnv(options: GitRunOptions): Record<string, string> {
+  #buildEnv(options: GitRunOptions, args: readonly string[]): Record<string, string> {
     const env: Record<string, string> = {};
     for (const name of PASSTHROUGH_ENV) {
       const value = this.#env[name];
@@ -196,7 +199,7 @@ export class GitRunner {
     Object.assign(env, {
       LC_ALL: 'C',
       GIT_CONFIG_NOSYSTEM: '1',
-      GIT_CONFIG_GLOBAL: '/dev/null',
+      GIT_CONFIG_GLOBAL: trustedMirrorConfig(args),
       GIT_TERMINAL_PROMPT: '0',
       GIT_ALLOW_PROTOCOL: this.#protocols,
       GIT_SSH_COMMAND: 'ssh -o BatchMode=yes',
@@ -219,6 +222,43 @@ export class GitRunner {
       env[`GIT_CONFIG_VALUE_${i}`] = value;
     });
     return env;
+  }
+}
+
+/**
+ * A local mirror (a `file://` URL, only ever one the operator listed) is usually owned by
+ * another user than the runner's (a sandboxed runner has its own uid), and git refuses to read
+ * such a repository unless a global or system config lists it in `safe.directory`; `-c` and
+ * GIT_CONFIG_* do not reach the repository side of a local fetch. So a fetch from one gets a
+ * global config naming exactly that repository, and nothing else.
+ */
+function trustedMirrorConfig(args: readonly string[]): string {
+  const paths = args.filter((a) => a.startsWith('file://')).map(localPath);
+  if (paths.length === 0) return '/dev/null';
+  const text = `[safe]\n${paths.map((p) => `\tdirectory = ${p}\n`).join('')}`;
+  let file = trustFiles.get(text);
+  if (!file) {
+    // A private directory: a shared temp dir must not let anyone plant this config first.
+    trustDir ??= mkdtempSync(join(tmpdir(), 'svc-git-'));
+    file = join(trustDir, `config-${trustFiles.size}`);
+    writeFileSync(file, text, { mode: 0o600 });
+    trustFiles.set(text, file);
+  }
+  return file;
+}
+
+const trustFiles = new Map<string, string>();
+let trustDir: string | undefined;
+process.once('exit', () => {
+  if (trustDir) rmSync(trustDir, { recursive: true, force: true });
+});
+
+function localPath(url: string): string {
+  const path = decodeURIComponent(new URL(url).pathname).replace(/\/+$/, '');
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
   }
 }
 
