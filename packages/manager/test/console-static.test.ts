@@ -78,11 +78,26 @@ describe('the web console is served at / without auth and holds no data', () => 
     const missing = await t.api('GET', '/api/v1/no-such-route');
     assert.equal(missing.status, 404);
     assert.equal(missing.body.failureKind, 'not-found');
-    for (const url of ['/health/nope', '/metrics/nope', '/docs/nope/x', '/api', '/api/v2/x']) {
+    for (const url of [
+      '/health/nope',
+      '/metrics/nope',
+      '/docs/nope/x',
+      '/api',
+      '/api/v2/x',
+      '/API/v1/runs',
+      '/%61pi/v1/x',
+      '//api/v1/x',
+      '/x/../api/v1/x',
+      '/api%2Fv1/x',
+    ]) {
       const response = await get(url, { accept: 'text/html' });
       assert.ok([404, 401].includes(response.statusCode), url);
       assert.match(String(response.headers['content-type']), /json/, url);
     }
+    // A client that does not ask for a page (curl, a script) keeps the JSON answer.
+    const script = await get('/no-such-page', { accept: 'application/json' });
+    assert.equal(script.statusCode, 404);
+    assert.equal(JSON.parse(script.body).failureKind, 'not-found');
     const post = await t.manager.app.inject({ method: 'POST', url: '/no-such-page' });
     assert.equal(post.statusCode, 404);
     assert.equal(JSON.parse(post.body).failureKind, 'not-found');
@@ -90,7 +105,7 @@ describe('the web console is served at / without auth and holds no data', () => 
 
   it("answers an unknown console path with the console's own not-found page, not JSON", async () => {
     for (const url of ['/no-such-page', '/runs/run-abc/extra', '/sessionz?x=1', '/tasks']) {
-      const response = await get(url, { accept: 'text/html' });
+      const response = await get(url, { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' });
       assert.equal(response.statusCode, 404, url);
       assert.match(String(response.headers['content-type']), /^text\/html/, url);
       assert.match(response.body, /<div id="app"><\/div>/, url);

@@ -99,14 +99,37 @@ export function registerConsole(app: App, site: ConsoleSite): void {
 }
 
 /**
- * An unknown path a browser could have been sent to (a mistyped or stale console address)
- * answers 404 with the console itself, which shows its own not-found page with a way back.
+ * The path as a router could read it: percent-decoded, lower-case, slashes collapsed, dot
+ * segments resolved; so no spelling of an API path (`/API/v1`, `/%61pi`, `//api`, `/x/../api`)
+ * reads as a console path.
+ */
+function normalPath(url: string): string {
+  let path = url.split(/[?#;]/)[0] ?? '/';
+  try {
+    path = decodeURIComponent(path);
+  } catch {
+    // a malformed escape: judged as written
+  }
+  const segments: string[] = [];
+  for (const segment of path.toLowerCase().split(/[/\\]+/)) {
+    if (segment === '..') segments.pop();
+    else if (segment && segment !== '.') segments.push(segment);
+  }
+  return `/${segments.join('/')}`;
+}
+
+/**
+ * A browser sent to an unknown console address (mistyped, stale, or a page this build lacks)
+ * gets 404 with the console itself, which shows its own not-found page with a way back. Only a
+ * page navigation (GET or HEAD asking for HTML) outside the API's, health's and the assets'
+ * paths: every other client keeps the JSON `not-found`.
  */
 export function consolePages(site: ConsoleSite): ConsolePages {
   return {
     notFound(request, reply) {
       if (request.method !== 'GET' && request.method !== 'HEAD') return undefined;
-      const path = request.url.split('?')[0] ?? '/';
+      if (!String(request.headers.accept ?? '').includes('text/html')) return undefined;
+      const path = normalPath(request.url);
       if (NOT_CONSOLE.some((prefix) => path === prefix || path.startsWith(`${prefix}/`)))
         return undefined;
       void reply.code(404).header('cache-control', 'no-cache');
