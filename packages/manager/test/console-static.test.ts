@@ -163,7 +163,9 @@ describe('a console built without compressed forms', () => {
     const dir = await mkdtemp(join(tmpdir(), 'svc-console-site-'));
     try {
       await mkdir(join(dir, 'assets'));
-      const script = Buffer.from('console.log("a console without .br or .gz files");\n'.repeat(200));
+      const script = Buffer.from(
+        'console.log("a console without .br or .gz files");\n'.repeat(200),
+      );
       await writeFile(join(dir, 'index.html'), '<!doctype html><div id="app"></div>');
       await writeFile(join(dir, 'assets', 'app-1.js'), script);
       await writeFile(join(dir, 'assets', 'tiny-1.css'), 'a{}');
