@@ -7,7 +7,14 @@ import {
 } from '@svc/contracts';
 import { UsageError } from './errors.js';
 import { sessionEvents, type EventFlags } from './follow.js';
-import { choiceOption, intOption, jsonBody, promptText, type JsonSource, type PromptSource } from './inputs.js';
+import {
+  choiceOption,
+  intOption,
+  jsonBody,
+  promptText,
+  type JsonSource,
+  type PromptSource,
+} from './inputs.js';
 import { psLines, sendLines, sessionHead, sessionLines } from './format/sessions.js';
 import { Cli, type Invocation } from './run.js';
 

@@ -18,9 +18,7 @@ before(async () => {
   listener = createServer((req, res) => {
     requests.push(req.url ?? '');
     res.setHeader('content-type', 'application/json');
-    res.end(
-      JSON.stringify({ sessions: [], runs: [], tasks: [], nextCursor: null, changeSeq: 0 }),
-    );
+    res.end(JSON.stringify({ sessions: [], runs: [], tasks: [], nextCursor: null, changeSeq: 0 }));
   });
   await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
   env = { SVC_MANAGER_URL: `http://127.0.0.1:${(listener.address() as AddressInfo).port}` };

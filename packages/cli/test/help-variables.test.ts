@@ -18,11 +18,18 @@ const PROGRAMS: { name: string; bin: string; sources: string[]; only?: RegExp }[
     bin: 'packages/manager/bin/run-manager.js',
     sources: ['packages/manager/src/config.ts'],
   },
-  { name: 'runner', bin: 'packages/runner/bin/runner.js', sources: ['packages/runner/src/config.ts'] },
+  {
+    name: 'runner',
+    bin: 'packages/runner/bin/runner.js',
+    sources: ['packages/runner/src/config.ts'],
+  },
   {
     name: 'auth-broker',
     bin: 'packages/auth-broker/bin/auth-broker.js',
-    sources: ['packages/auth-broker/src/config.ts', 'packages/auth-broker/src/adapter/environment.ts'],
+    sources: [
+      'packages/auth-broker/src/config.ts',
+      'packages/auth-broker/src/adapter/environment.ts',
+    ],
   },
   ...['queue', 'sessions', 'runs'].map((name) => ({
     name,

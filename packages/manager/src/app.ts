@@ -94,7 +94,8 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerValidation(app);
   registerBodyParsing(app, deps.redactor);
   const site = consoleSite();
-  registerErrorHandling(app, consolePages(site).notFound);
+  const pages = consolePages(site);
+  registerErrorHandling(app, (request, reply) => pages.notFound(request, reply));
 
   const sessions = sessionHooks(deps.store.db, deps.config, deps.sessionVolumes);
   const hooks: DomainHooks = {

@@ -86,7 +86,9 @@ export async function startManager(
   try {
     if (options.progress) {
       const { pending } = await migrationState(store.db);
-      progress(pending.length ? `applying ${pending.length} schema migrations` : 'schema up to date');
+      progress(
+        pending.length ? `applying ${pending.length} schema migrations` : 'schema up to date',
+      );
     }
     const migrations = await migrateToLatest(store.db);
     logger.info(

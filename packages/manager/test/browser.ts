@@ -107,19 +107,19 @@ export interface AxeFinding {
  */
 export async function axeFindings(page: Page): Promise<AxeFinding[]> {
   if (!(await page.evaluate('typeof window.axe !== "undefined"'))) await page.evaluate(AXE_SOURCE);
-  const result = (await page.evaluate(`axe.run(document, {
+  const result = await page.evaluate<AxeFinding[]>(`axe.run(document, {
     resultTypes: ['violations'],
     runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] },
   }).then((r) => r.violations.map((v) => ({
     id: v.id, impact: v.impact, help: v.help,
     targets: v.nodes.slice(0, 5).map((n) => n.target.join(' ')),
-  })))`)) as AxeFinding[];
+  })))`);
   return result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
 }
 
 /** How many pixels the page is wider than its viewport (0: no sideways scrolling). */
 export function sidewaysOverflow(page: Page): Promise<number> {
-  return page.evaluate(
+  return page.evaluate<number>(
     'document.documentElement.scrollWidth - document.documentElement.clientWidth',
-  ) as Promise<number>;
+  );
 }

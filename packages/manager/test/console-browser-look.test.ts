@@ -74,8 +74,7 @@ async function show(path: string, ready: string) {
     .catch(() => undefined);
 }
 
-const background = () =>
-  page.evaluate('getComputedStyle(document.body).backgroundColor') as Promise<string>;
+const background = () => page.evaluate<string>('getComputedStyle(document.body).backgroundColor');
 /** Relative luminance of an `rgb(r, g, b)` colour, 0 (black) to 1 (white). */
 function luminance(rgb: string): number {
   const [r, g, b] = (rgb.match(/\d+/g) ?? []).slice(0, 3).map((v) => Number(v) / 255);
@@ -149,7 +148,11 @@ describe('the console on a phone and at night', { concurrency: false }, () => {
       const seen: string[] = [];
       for (let i = 0; i < 12; i++) {
         await page.keyboard.press('Tab');
-        const focus = (await page.evaluate(`(() => {
+        const focus = await page.evaluate<{
+          what: string;
+          outline: string;
+          visible: boolean;
+        } | null>(`(() => {
           const el = document.activeElement;
           if (!el || el === document.body) return null;
           const style = getComputedStyle(el);
@@ -158,7 +161,7 @@ describe('the console on a phone and at night', { concurrency: false }, () => {
             outline: style.outlineStyle + ' ' + style.outlineWidth,
             visible: el.matches(':focus-visible'),
           };
-        })()`)) as { what: string; outline: string; visible: boolean } | null;
+        })()`);
         if (!focus) continue;
         seen.push(focus.what);
         assert.ok(focus.visible, `${focus.what} is focused visibly`);

@@ -159,6 +159,7 @@ describe('the console, seeded', { concurrency: false }, () => {
 
       it('pages through sessions and the queue', async () => {
         await page.goto(url('/queue?limit=2'));
+        await page.locator('tr[data-task-id]').first().waitFor();
         const firstPage = await page
           .locator('tr[data-task-id]')
           .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-task-id')));
@@ -181,13 +182,14 @@ describe('the console, seeded', { concurrency: false }, () => {
 
         // Sessions: one a page, the seeded sessions reached by following "Older".
         await page.goto(url('/sessions?limit=1'));
+        await page.locator('tr[data-session-id]').first().waitFor();
         const seen = new Set<string>();
         for (let i = 0; i < 10; i++) {
           const rows = await page
             .locator('tr[data-session-id]')
             .evaluateAll((els) => els.map((el) => el.getAttribute('data-session-id') ?? ''));
           assert.equal(rows.length, 1);
-          seen.add(rows[0]!);
+          seen.add(rows[0] ?? '');
           const older = page.getByRole('link', { name: 'Older sessions →' });
           if ((await older.count()) === 0) break;
           await older.click();

@@ -72,7 +72,7 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     await page.getByRole('heading', { name: 'Runs' }).waitFor();
     await page.locator(`tr[data-run-id="${seeded.answered.runId}"]`).waitFor();
     // The key lives in this tab's session storage only, never in localStorage.
-    const stored = (await page.evaluate('JSON.stringify(localStorage)')) as string;
+    const stored = await page.evaluate<string>('JSON.stringify(localStorage)');
     assert.ok(!stored.includes(API_KEY));
     assert.equal(await page.evaluate("sessionStorage.getItem('svc.apiKey')"), API_KEY);
   });

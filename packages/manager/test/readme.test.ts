@@ -145,7 +145,11 @@ describe('the README walkthrough', () => {
     const transcript = `exit ${out.code}\n--- stdout\n${out.stdout}\n--- stderr\n${out.stderr}`;
     assert.match(out.stdout, /^\{"profile":"builtin-a","configured":true\}$/m, transcript);
     // The refused run: its status and the manager's failure on standard error, a failed step.
-    assert.match(out.stderr, /^POST \/api\/v1\/runs: HTTP 400 \{"failureKind":"[a-z-]+"/m, transcript);
+    assert.match(
+      out.stderr,
+      /^POST \/api\/v1\/runs: HTTP 400 \{"failureKind":"[a-z-]+"/m,
+      transcript,
+    );
     assert.match(out.stdout, /^status 1$/m, transcript);
     assert.doesNotMatch(out.stdout, /^null$/m, 'no silent null in place of an id');
   });

@@ -224,7 +224,8 @@ export class FakeProvider {
       respondedAt: null,
     };
     this.requests.push(record);
-    if (this.requests.length > this.#keep) this.requests.splice(0, this.requests.length - this.#keep);
+    if (this.requests.length > this.#keep)
+      this.requests.splice(0, this.requests.length - this.#keep);
     const count = this.requestsOf(kind).length;
     for (const waiter of this.#waiters.filter((w) => w.kind === kind && w.count === count)) {
       this.#waiters = this.#waiters.filter((w) => w !== waiter);

@@ -37,6 +37,8 @@ type Entry =
 
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+/** A terminal event that reports one of these reads as a failure, not in the success colour. */
+const BAD_STATUS = new Set(['failed', 'blocked', 'expired']);
 const ENDED_TOOL = new Set(['completed', 'failed', 'declined', 'cancelled', 'error']);
 
 /** Fold the event list into entries; later events of one message or tool update its entry. */
@@ -187,7 +189,11 @@ function EntryView(props: { entry: Entry; repliesShown: boolean; ended: boolean 
     <details class="entry line" data-category={event.category}>
       <summary>
         <Clock at={event.observedAt} /> <span class="seq">#{event.seq}</span>{' '}
-        <span class={`cat cat-${event.category}`}>{event.category}</span>{' '}
+        <span
+          class={`cat cat-${event.category}${BAD_STATUS.has(String(event.data['status'])) ? ' bad-text' : ''}`}
+        >
+          {event.category}
+        </span>{' '}
         <span class="name">{event.name ?? ''}</span> <span class="muted">{summary(event)}</span>
       </summary>
       <pre class="output">{JSON.stringify(event.data, null, 2)}</pre>
