@@ -166,9 +166,12 @@ describe('the console, seeded', { concurrency: false }, () => {
         assert.equal(firstPage.length, 2);
         await page.getByRole('link', { name: 'Older tasks →' }).click();
         await page.getByRole('link', { name: '← Newest tasks' }).waitFor();
-        await page.waitForFunction(
-          `document.querySelector('tr[data-task-id]')?.getAttribute('data-task-id') !== ${JSON.stringify(firstPage[0])}`,
-        );
+        await page
+          .locator(
+            `tr[data-task-id]${firstPage.map((id) => `:not([data-task-id="${id}"])`).join('')}`,
+          )
+          .first()
+          .waitFor();
         const secondPage = await page
           .locator('tr[data-task-id]')
           .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-task-id')));
@@ -193,9 +196,7 @@ describe('the console, seeded', { concurrency: false }, () => {
           const older = page.getByRole('link', { name: 'Older sessions →' });
           if ((await older.count()) === 0) break;
           await older.click();
-          await page.waitForFunction(
-            `document.querySelector('tr[data-session-id]')?.getAttribute('data-session-id') !== ${JSON.stringify(rows[0])}`,
-          );
+          await page.locator(`tr[data-session-id]:not([data-session-id="${rows[0]}"])`).waitFor();
         }
         assert.ok(
           seen.has(seeded.session.sessionId) && seen.has(seeded.task.sessionId),

@@ -89,12 +89,14 @@ describe('the web console is served at / without auth and holds no data', () => 
       '//api/v1/x',
       '/x/../api/v1/x',
       '/api%2Fv1/x',
+      '/%2561pi/v1/x',
+      '/health/../api/v1/runs',
     ]) {
       const response = await get(url, { accept: 'text/html' });
       assert.ok([404, 401].includes(response.statusCode), url);
       assert.match(String(response.headers['content-type']), /json/, url);
     }
-    // A client that does not ask for a page (curl, a script) keeps the JSON answer.
+    // A client that asks for JSON only (a script) keeps the JSON answer.
     const script = await get('/no-such-page', { accept: 'application/json' });
     assert.equal(script.statusCode, 404);
     assert.equal(JSON.parse(script.body).failureKind, 'not-found');
@@ -104,8 +106,15 @@ describe('the web console is served at / without auth and holds no data', () => 
   });
 
   it("answers an unknown console path with the console's own not-found page, not JSON", async () => {
-    for (const url of ['/no-such-page', '/runs/run-abc/extra', '/sessionz?x=1', '/tasks']) {
-      const response = await get(url, { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' });
+    const accepts = ['text/html,application/xhtml+xml,*/*;q=0.8', '*/*', undefined];
+    for (const [i, url] of [
+      '/no-such-page',
+      '/runs/run-abc/extra',
+      '/sessionz?x=1',
+      '/tasks',
+    ].entries()) {
+      const accept = accepts[i % accepts.length];
+      const response = await get(url, accept ? { accept } : {});
       assert.equal(response.statusCode, 404, url);
       assert.match(String(response.headers['content-type']), /^text\/html/, url);
       assert.match(response.body, /<div id="app"><\/div>/, url);

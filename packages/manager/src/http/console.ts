@@ -99,16 +99,20 @@ export function registerConsole(app: App, site: ConsoleSite): void {
 }
 
 /**
- * The path as a router could read it: percent-decoded, lower-case, slashes collapsed, dot
- * segments resolved; so no spelling of an API path (`/API/v1`, `/%61pi`, `//api`, `/x/../api`)
- * reads as a console path.
+ * The path as a router could read it: without a scheme and authority, percent-decoded (to a
+ * fixed point), lower-case, slashes collapsed, dot segments resolved; so no spelling of an API
+ * path (`/API/v1`, `/%61pi`, `//api`, `/x/../api`, `http://host/api`) reads as a console path.
  */
 function normalPath(url: string): string {
-  let path = url.split(/[?#;]/)[0] ?? '/';
-  try {
-    path = decodeURIComponent(path);
-  } catch {
-    // a malformed escape: judged as written
+  let path = (url.replace(/^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i, '').split(/[?#;]/)[0] ?? '') || '/';
+  for (let i = 0; i < 4 && path.includes('%'); i++) {
+    try {
+      const decoded = decodeURIComponent(path);
+      if (decoded === path) break;
+      path = decoded;
+    } catch {
+      break; // a malformed escape: judged as written
+    }
   }
   const segments: string[] = [];
   for (const segment of path.toLowerCase().split(/[/\\]+/)) {
@@ -118,17 +122,23 @@ function normalPath(url: string): string {
   return `/${segments.join('/')}`;
 }
 
+/** A client that says it wants JSON and not HTML (a script) keeps the JSON not-found. */
+function asksForJsonOnly(accept: string | undefined): boolean {
+  if (!accept) return false;
+  return /application\/(json|problem\+json)/.test(accept) && !/text\/html/.test(accept);
+}
+
 /**
- * A browser sent to an unknown console address (mistyped, stale, or a page this build lacks)
- * gets 404 with the console itself, which shows its own not-found page with a way back. Only a
- * page navigation (GET or HEAD asking for HTML) outside the API's, health's and the assets'
- * paths: every other client keeps the JSON `not-found`.
+ * An unknown path outside the API's, health's, metrics', docs' and the assets' paths is a
+ * console address (mistyped, stale, or a page this build lacks): GET or HEAD answers 404 with
+ * the console itself, which shows its own not-found page with a way back. A client asking for
+ * JSON only, and every other method, keeps the JSON `not-found`.
  */
 export function consolePages(site: ConsoleSite): ConsolePages {
   return {
     notFound(request, reply) {
       if (request.method !== 'GET' && request.method !== 'HEAD') return undefined;
-      if (!String(request.headers.accept ?? '').includes('text/html')) return undefined;
+      if (asksForJsonOnly(request.headers.accept)) return undefined;
       const path = normalPath(request.url);
       if (NOT_CONSOLE.some((prefix) => path === prefix || path.startsWith(`${prefix}/`)))
         return undefined;
