@@ -127,6 +127,7 @@ function protocolInfo() {
       'PLATFORM_FRONTEND_URL (base URL)',
       'PLATFORM_MAIN_SERVER_HOST (https, port 443 unless PLATFORM_MAIN_SERVER_PORT)',
       'PLATFORM_MAIN_SERVER_IP (http, port 80 unless PLATFORM_MAIN_SERVER_PORT)',
+      'PLATFORM_MAIN_SERVER_SCHEME (http or https for the two above)',
     ],
     docs: 'docs/tools.md',
   };

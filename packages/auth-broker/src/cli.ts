@@ -20,7 +20,7 @@ function program(env: Env): Command {
   const root = new Command('auth-broker')
     .description('Auth broker for code-host operations, and its client adapter')
     .version(
-      packageVersion(new URL('../package.json', import.meta.url)),
+      `auth-broker ${packageVersion(new URL('../package.json', import.meta.url))}`,
       '-V, --version',
       'print the version and exit',
     )
@@ -101,11 +101,30 @@ async function serve(): Promise<void> {
   process.once('SIGTERM', () => stop('SIGTERM'));
 }
 
+/** Every variable the broker and its adapter read (config.ts, adapter/environment.ts). */
+const ENVIRONMENT_HELP = `
+Environment of \`serve\`:
+  AUTH_BROKER_HOST, AUTH_BROKER_PORT      where to listen (default 127.0.0.1:8081)
+  AUTH_BROKER_CODEHOST_CREDENTIAL_REF     file:<path> or env:<NAME> of the code-host credential
+  AUTH_BROKER_CODEHOST_CONFIGURED         false turns the code host off with a reference set
+  AUTH_BROKER_CODEHOST_API_URL            the code host's REST API (default GitHub's)
+  AUTH_BROKER_UPSTREAM_TIMEOUT_MS, AUTH_BROKER_UPSTREAM_RETRIES   calls to the code host
+  AUTH_BROKER_ALLOWED_REPOS               owner/repo,... the broker may act on
+  AUTH_BROKER_TRUSTED_CIDRS               callers allowed, by address
+  AUTH_BROKER_ALLOWED_HOSTS               Host header names accepted besides its own
+  AUTH_BROKER_AUDIT_LOG                   the JSONL audit file
+  AUTH_BROKER_FEATURE_CONFIG              the feature-configuration file
+  AUTH_BROKER_LOG_LEVEL                   pino level (info)
+Environment of the client commands:
+  SVC_AUTH_BROKER_URL, AUTH_BROKER_URL    the broker to call (the first one set wins)
+  CODEHOST_CLI_TOKEN, CODEHOST_TOKEN      never used (a failing command says whether they are set)
+`;
+
 async function main(argv: string[]): Promise<void> {
   const root = program(process.env);
   // Help is asked for, so it goes to standard output (and before anything else is parsed).
   if (argv[2] === '--help' || argv[2] === '-h') {
-    process.stdout.write(root.helpInformation());
+    process.stdout.write(root.helpInformation() + ENVIRONMENT_HELP);
     return;
   }
   if (argv.length <= 2) {

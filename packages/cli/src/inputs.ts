@@ -80,3 +80,40 @@ export function intOption(name: string, max = Number.MAX_SAFE_INTEGER, min = 0) 
     return value;
   };
 }
+
+/** One value of a fixed set: anything else is a usage error (exit 2) naming the allowed values. */
+export function choiceOption(name: string, allowed: readonly string[]) {
+  return (raw: string): string => {
+    if (!allowed.includes(raw))
+      throw new UsageError(`${name} must be one of ${allowed.join(', ')} (got ${quoted(raw)})`);
+    return raw;
+  };
+}
+
+/** Several values of a fixed set, comma-separated (`pending,running`). */
+export function choicesOption(name: string, allowed: readonly string[]) {
+  return (raw: string): string => {
+    const values = raw.split(',').map((v) => v.trim());
+    const unknown = values.filter((v) => !allowed.includes(v));
+    if (unknown.length > 0 || values.length === 0)
+      throw new UsageError(
+        `${name} takes one or more of ${allowed.join(', ')}, comma-separated (got ${quoted(raw)})`,
+      );
+    return [...new Set(values)].join(',');
+  };
+}
+
+/** An ISO 8601 instant with its offset (`2026-01-31T12:00:00Z`), as the API takes it. */
+export function instantOption(name: string) {
+  return (raw: string): string => {
+    const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/i;
+    if (!iso.test(raw) || Number.isNaN(Date.parse(raw)))
+      throw new UsageError(
+        `${name} must be an ISO 8601 instant with its offset, e.g. 2026-01-31T12:00:00Z (got ${quoted(raw)})`,
+      );
+    return raw;
+  };
+}
+
+/** A value quoted for a message, cut short: a usage error never echoes a long input whole. */
+const quoted = (raw: string) => JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw);

@@ -1,5 +1,6 @@
 import {
   QUEUE_PAGE_MAX,
+  TASK_STATES,
   type Commander,
   type DispatchResponse,
   type JudgeRunList,
@@ -11,7 +12,7 @@ import {
   type TaskPage,
 } from '@svc/contracts';
 import { Cli, type Invocation } from './run.js';
-import { intOption, jsonBody, type JsonSource } from './inputs.js';
+import { choiceOption, intOption, jsonBody, type JsonSource } from './inputs.js';
 import { planLines } from './format/common.js';
 import { commanderLines, statsLines } from './format/overview.js';
 import { judgeRunLines, schedulerLines } from './format/scheduler.js';
@@ -84,7 +85,8 @@ export function queueProgram(): Cli {
     .option('--queue <queue>', 'only this queue')
     .option(
       '--state <state>',
-      'only this state (queued, dispatched, running, completed, failed, blocked, cancelled)',
+      `only this state (${TASK_STATES.join(', ')})`,
+      choiceOption('--state', TASK_STATES),
     )
     .option('--cursor <cursor>', 'continue after a page')
     .option(

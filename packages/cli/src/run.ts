@@ -23,6 +23,17 @@ export const CLI_VERSION = (
   }
 ).version;
 
+/** Every variable the clients read (config.ts, colour.ts), as `--help` lists them. */
+const ENVIRONMENT_HELP = `
+Environment:
+  SVC_MANAGER_URL  the manager's base URL (default http://127.0.0.1:8080; --url wins)
+  SVC_API_KEY      the API key sent as a bearer token (--token wins)
+  NO_COLOR         set: never colour the output
+  FORCE_COLOR      set (not 0): colour the human output even off a terminal
+
+Exit codes: 0 success, 1 client fault, 2 usage (nothing sent), 3 the manager answered a failure,
+4 the manager could not be reached; --follow: 5 the turn failed, 6 it was cancelled.`;
+
 /** `--json` among the flags (before a `--` that ends them). */
 function asksForJson(argv: readonly string[]): boolean {
   const end = argv.indexOf('--');
@@ -42,10 +53,11 @@ export class Cli {
   constructor(name: string, description: string) {
     this.program = new Command(name)
       .description(description)
-      .version(CLI_VERSION, '-V, --version', 'print the version and exit')
+      .version(`${name} ${CLI_VERSION}`, '-V, --version', 'print the version and exit')
       .option('--url <url>', 'manager URL (default SVC_MANAGER_URL, else http://127.0.0.1:8080)')
       .option('--token <token>', 'API key (default SVC_API_KEY)')
       .option('--json', 'print JSON (the default when standard output is not a terminal)')
+      .addHelpText('after', ENVIRONMENT_HELP)
       .exitOverride()
       .configureOutput({
         writeErr: (text) => process.stderr.write(this.redactor.redact(text)),

@@ -9,7 +9,7 @@ import {
   type RunPage,
 } from '@svc/contracts';
 import { stateTone } from './colour.js';
-import { intOption } from './inputs.js';
+import { choicesOption, instantOption, intOption } from './inputs.js';
 import { commandLine, livenessLines, runHead, runLines, runPageLines } from './format/runs.js';
 import { Cli } from './run.js';
 import { runEvents, runPath, type RunEventFlags } from './runs-follow.js';
@@ -56,11 +56,23 @@ export function runsProgram(): Cli {
     .description('list runs, newest first')
     .option('--tenant <tenantId>', 'only this tenant')
     .option('--project <projectId>', 'only this project')
-    .option('--state <states>', `${RUN_STATES.join(', ')}; several comma-separated`)
+    .option(
+      '--state <states>',
+      `${RUN_STATES.join(', ')}; several comma-separated`,
+      choicesOption('--state', RUN_STATES),
+    )
     .option('--profile <profile>', 'only this backend profile')
     .option('--session <sessionId>', 'only the runs of this session')
-    .option('--created-after <time>', 'created strictly after this ISO 8601 instant')
-    .option('--created-before <time>', 'created strictly before this ISO 8601 instant')
+    .option(
+      '--created-after <time>',
+      'created strictly after this ISO 8601 instant',
+      instantOption('--created-after'),
+    )
+    .option(
+      '--created-before <time>',
+      'created strictly before this ISO 8601 instant',
+      instantOption('--created-before'),
+    )
     .option('--cursor <cursor>', 'continue after a page (printed as "more:")')
     .option(
       '--limit <n>',

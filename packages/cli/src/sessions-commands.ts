@@ -7,7 +7,14 @@ import {
 } from '@svc/contracts';
 import { UsageError } from './errors.js';
 import { sessionEvents, type EventFlags } from './follow.js';
-import { intOption, jsonBody, promptText, type JsonSource, type PromptSource } from './inputs.js';
+import {
+  choiceOption,
+  intOption,
+  jsonBody,
+  promptText,
+  type JsonSource,
+  type PromptSource,
+} from './inputs.js';
 import { psLines, sendLines, sessionHead, sessionLines } from './format/sessions.js';
 import { Cli, type Invocation } from './run.js';
 
@@ -26,7 +33,11 @@ export function sessionsProgram(): Cli {
 
   p.command('ps')
     .description('list sessions: by default the running ones and those unread by the reader')
-    .option('--state <state>', `${SESSION_LIST_STATES.join(', ')} (default: default)`)
+    .option(
+      '--state <state>',
+      `${SESSION_LIST_STATES.join(', ')} (default: default)`,
+      choiceOption('--state', SESSION_LIST_STATES),
+    )
     .option('--profile <profile>', 'only this backend profile')
     .option('--reader-id <readerId>', 'whose read cursors decide "unread"')
     .option('--cursor <cursor>', 'continue after a page')

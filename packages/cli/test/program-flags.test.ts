@@ -149,10 +149,8 @@ describe('every program answers --help and --version without starting anything',
 
       const version = await runFlag(program, '--version');
       assert.equal(version.code, 0, `${program.name} --version: ${version.stderr}`);
-      assert.match(
-        version.stdout.trim(),
-        new RegExp(`(^|\\s)${program.version.replaceAll('.', '\\.')}$`),
-      );
+      // One format for every program: its name, a space, its version.
+      assert.equal(version.stdout, `${program.name} ${program.version}\n`);
       assert.equal(version.listened, false, `${program.name} --version opened its port`);
 
       assert.equal(requests, 0, 'no request reached a manager or broker');

@@ -9,20 +9,46 @@ import type {
   ProfileList,
   QueueStats,
   ResultEnvelope,
-  Run,
+  Run as RunRecord,
   RunnerJobList,
-  RunPage,
+  RunPage as RunPageRecord,
   SendResponse,
   Session,
   SessionPage,
-  Task,
-  TaskPage,
+  Task as TaskRecord,
+  TaskPage as TaskPageRecord,
+  TaskSummary as TaskSummaryRecord,
   Validation,
   ValidationStarted,
   WorkReadySummary,
 } from '@svc/contracts';
 
-export type { Command, EventEnvelope, ResultEnvelope, Run, Session, Task };
+export type { Command, EventEnvelope, ResultEnvelope, Session };
+
+/**
+ * What a run is doing and how its last command ended, as the manager reports them once the
+ * run-state work lands (optional until then: the views fall back on the run's state).
+ */
+export type RunActivity = 'waiting-runner' | 'turn-active' | 'idle' | 'closed';
+export interface LastCommand {
+  commandId: string;
+  type: string;
+  state: string;
+  failureKind: string | null;
+  message: string | null;
+  endedAt: string | null;
+}
+export type Run = RunRecord & { activity?: RunActivity; lastCommand?: LastCommand | null };
+
+/** Why a task waits (capacity, backoff, run-after, blocked, session busy, paused, …). */
+export interface TaskWaiting {
+  reason: string;
+  message: string;
+  until: string | null;
+  limit: { scope: string; key: string; limit: number; used: number } | null;
+}
+export type Task = TaskRecord & { waiting?: TaskWaiting | null };
+export type TaskSummary = TaskSummaryRecord & { waiting?: TaskWaiting | null };
 
 export interface RunFilters {
   tenantId?: string;
@@ -30,6 +56,8 @@ export interface RunFilters {
   state?: string;
   backendProfile?: string;
   sessionId?: string;
+  activity?: string;
+  lastOutcome?: string;
   cursor?: string;
   limit?: number;
 }
@@ -132,6 +160,9 @@ export async function request<T>(
   return (await response.json()) as T;
 }
 
+type RunPage = Omit<RunPageRecord, 'runs'> & { runs: Run[] };
+type TaskPage = Omit<TaskPageRecord, 'tasks'> & { tasks: TaskSummary[] };
+
 const enc = encodeURIComponent;
 const run = (runId: string) => `/api/v1/runs/${enc(runId)}`;
 
@@ -143,9 +174,9 @@ export const api = {
   getRun: (runId: string) => request<Run>('GET', run(runId)),
   cancelRun: (runId: string, reason: string) =>
     request<Run>('POST', `${run(runId)}/cancel`, { body: { reason } }),
-  events: (runId: string, afterSeq: number, signal?: AbortSignal) =>
+  events: (runId: string, afterSeq: number, signal?: AbortSignal, limit = 1000) =>
     request<EventPage>('GET', `${run(runId)}/events`, {
-      query: { afterSeq, limit: 1000 },
+      query: { afterSeq, limit },
       ...(signal && { signal }),
     }),
   getCommand: (runId: string, commandId: string) =>
@@ -156,7 +187,7 @@ export const api = {
   createCommand: (runId: string, body: { type: string; payload: Record<string, unknown> }) =>
     request<Command>('POST', `${run(runId)}/commands`, { body }),
   runnerJobs: (runId: string) => request<RunnerJobList>('GET', `${run(runId)}/runner-jobs`),
-  listSessions: (query: { state?: string; readerId?: string; cursor?: string }) =>
+  listSessions: (query: { state?: string; readerId?: string; cursor?: string; limit?: number }) =>
     request<SessionPage>('GET', '/api/v1/sessions', { query }),
   getSession: (sessionId: string, readerId: string) =>
     request<Session>('GET', `/api/v1/sessions/${enc(sessionId)}`, { query: { readerId } }),
@@ -166,8 +197,9 @@ export const api = {
     request<SendResponse>('POST', `/api/v1/sessions/${enc(sessionId)}/send`, {
       body: { prompt },
     }),
-  listTasks: (query: { queue?: string; state?: string; cursor?: string }) =>
+  listTasks: (query: { queue?: string; state?: string; cursor?: string; limit?: number }) =>
     request<TaskPage>('GET', '/api/v1/queue/tasks', { query }),
+  getTask: (taskId: string) => request<Task>('GET', `/api/v1/queue/tasks/${enc(taskId)}`),
   queueStats: () => request<QueueStats>('GET', '/api/v1/queue/stats'),
   commander: (readerId: string) =>
     request<Commander>('GET', '/api/v1/queue/commander', { query: { readerId } }),

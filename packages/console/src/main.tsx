@@ -1,22 +1,23 @@
-// The console's shell: navigation, the API key prompt (shown when the manager answers 401),
-// and the route table. Keyboard: g then r/s/q/p jumps between views.
+// The console's entry: the API key prompt (shown when the manager answers 401), the route
+// table, and the not-found page for any other path.
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { apiKey, onAuthFailure, type ApiError } from './api.js';
-import { navigate, onLinkClick, useLocation } from './router.js';
+import { onLinkClick, useLocation } from './router.js';
+import { Shell } from './shell.js';
+import { applyTheme, storedTheme } from './theme.js';
+import { NotFoundView } from './views/not-found.js';
 import { ProfilesView } from './views/profiles.js';
 import { QueueView } from './views/queue.js';
 import { RunDetailView } from './views/run-detail.js';
 import { RunsView } from './views/runs.js';
-import { SessionDetailView, SessionsView } from './views/sessions.js';
+import { SessionDetailView } from './views/session-detail.js';
+import { SessionsView } from './views/sessions.js';
+import { TaskView } from './views/task.js';
 import './styles.css';
 
-const NAV = [
-  { path: '/runs', label: 'Runs', key: 'r' },
-  { path: '/sessions', label: 'Sessions', key: 's' },
-  { path: '/queue', label: 'Queue', key: 'q' },
-  { path: '/profiles', label: 'Profiles', key: 'p' },
-];
+// Before the first paint: no flash of the wrong theme.
+applyTheme(storedTheme());
 
 function KeyPrompt({ failure, onSaved }: { failure: ApiError; onSaved: () => void }) {
   const [value, setValue] = useState('');
@@ -32,7 +33,7 @@ function KeyPrompt({ failure, onSaved }: { failure: ApiError; onSaved: () => voi
         onSaved();
       }}
     >
-      <h2>{hadKey ? 'The API key was refused' : 'This manager needs an API key'}</h2>
+      <h1>{hadKey ? 'The API key was refused' : 'This manager needs an API key'}</h1>
       <p role="alert" class={hadKey ? 'bad-text' : ''}>
         {hadKey
           ? `The manager answered ${failure.failureKind}: ${failure.message}. Check the key and try again.`
@@ -58,13 +59,19 @@ function KeyPrompt({ failure, onSaved }: { failure: ApiError; onSaved: () => voi
 }
 
 function Route({ path, query }: { path: string; query: URLSearchParams }) {
-  const [, section, id] = path.split('/').map(decodeURIComponent);
+  const parts = path.split('/').slice(1).map(decodeURIComponent);
+  const [section = '', id] = parts;
+  if (parts.length > 2) return <NotFoundView path={path} />;
   if (section === 'runs' && id) return <RunDetailView runId={id} />;
-  if (section === 'sessions' && id) return <SessionDetailView sessionId={id} />;
+  if (section === 'sessions' && id) return <SessionDetailView sessionId={id} query={query} />;
+  if (section === 'tasks' && id) return <TaskView taskId={id} />;
+  if (id) return <NotFoundView path={path} />;
+  if (section === '' || section === 'runs' || section === 'index.html')
+    return <RunsView query={query} />;
   if (section === 'sessions') return <SessionsView query={query} />;
   if (section === 'queue') return <QueueView query={query} />;
   if (section === 'profiles') return <ProfilesView />;
-  return <RunsView query={query} />;
+  return <NotFoundView path={path} />;
 }
 
 function App() {
@@ -74,68 +81,28 @@ function App() {
   const [generation, setGeneration] = useState(0);
 
   useEffect(() => onAuthFailure(setAuthFailure), []);
-  useEffect(() => {
-    let pending = false;
-    const onKey = (e: KeyboardEvent) => {
-      const target = e.target as HTMLElement | null;
-      if (target?.closest('input, textarea, select') || e.ctrlKey || e.metaKey || e.altKey) return;
-      if (pending) {
-        pending = false;
-        const item = NAV.find((n) => n.key === e.key);
-        if (item) navigate(item.path);
-      } else if (e.key === 'g') pending = true;
-    };
-    window.addEventListener('keydown', onKey);
-    return () => window.removeEventListener('keydown', onKey);
-  }, []);
 
-  const section = `/${path.split('/')[1] ?? ''}`;
   return (
-    <div class="shell" onClick={onLinkClick}>
-      <header class="top">
-        <a class="brand" href="/runs">
-          Agent run service
-        </a>
-        <nav aria-label="Views">
-          {NAV.map((n) => (
-            <a
-              href={n.path}
-              aria-current={
-                section === n.path || (n.path === '/runs' && section === '/') ? 'page' : undefined
-              }
-              title={`g ${n.key}`}
-            >
-              {n.label}
-            </a>
-          ))}
-        </nav>
-        <span class="spacer" />
-        {apiKey.get() && (
-          <button
-            class="link"
-            onClick={() => {
-              apiKey.clear();
-              setGeneration((g) => g + 1);
-            }}
-          >
-            Forget key
-          </button>
-        )}
-      </header>
-      <main>
-        {authFailure ? (
-          <KeyPrompt
-            failure={authFailure}
-            onSaved={() => {
-              setAuthFailure(null);
-              setGeneration((g) => g + 1);
-            }}
-          />
-        ) : (
-          <Route key={`${generation}:${path}`} path={path} query={query} />
-        )}
-      </main>
-    </div>
+    <Shell
+      path={path}
+      onClick={onLinkClick}
+      onForgetKey={() => {
+        apiKey.clear();
+        setGeneration((g) => g + 1);
+      }}
+    >
+      {authFailure ? (
+        <KeyPrompt
+          failure={authFailure}
+          onSaved={() => {
+            setAuthFailure(null);
+            setGeneration((g) => g + 1);
+          }}
+        />
+      ) : (
+        <Route key={`${generation}:${path}`} path={path} query={query} />
+      )}
+    </Shell>
   );
 }
 

@@ -1,7 +1,8 @@
-// Small building blocks every view shares: loading data, states, errors, confirmations.
+// Small building blocks every view shares: loading data, states, errors, times, ids, paging.
 import type { ComponentChildren } from 'preact';
-import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useState } from 'preact/hooks';
 import { ApiError } from './api.js';
+import { ago, between, clock, duration } from './format.js';
 
 export interface Loaded<T> {
   data: T | null;
@@ -66,6 +67,13 @@ const STATE_TONE: Record<string, string> = {
   blocked: 'warn',
   cancelled: 'muted',
   terminal: 'muted',
+  'turn-active': 'live',
+  'waiting-runner': 'wait',
+  closed: 'muted',
+  requested: 'live',
+  pass: 'ok',
+  fail: 'bad',
+  never: 'muted',
 };
 
 export function StateBadge({ state }: { state: string | null | undefined }) {
@@ -93,6 +101,17 @@ export function Empty({ children }: { children: ComponentChildren }) {
   return <div class="empty">{children}</div>;
 }
 
+/** The current time, again every `everyMs` while shown: for durations still running. */
+export function useNow(everyMs = 1000, active = true): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (!active) return;
+    const timer = setInterval(() => setNow(Date.now()), everyMs);
+    return () => clearInterval(timer);
+  }, [everyMs, active]);
+  return now;
+}
+
 /** Time as the operator reads it: relative when recent, the full instant on hover. */
 export function Time({ at }: { at: string | null | undefined }) {
   if (!at) return <span class="muted">–</span>;
@@ -112,12 +131,33 @@ export function Time({ at }: { at: string | null | undefined }) {
   );
 }
 
-export function ago(ms: number): string {
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s}s`;
-  const m = Math.round(s / 60);
-  if (m < 60) return `${m}m`;
-  return `${Math.floor(m / 60)}h ${m % 60}m`;
+/** The clock time of an event (to the second), its ISO instant in the element. */
+export function Clock({ at }: { at: string }) {
+  return (
+    <time class="clock" dateTime={at} title={at}>
+      {clock(at)}
+    </time>
+  );
+}
+
+/** How long something took, or has taken so far (ticking while it runs). */
+export function Duration(props: {
+  from: string | null | undefined;
+  to: string | null | undefined;
+  /** Still running: the end is now. */
+  running?: boolean;
+  label?: string;
+}) {
+  const running = props.running === true && !props.to;
+  const now = useNow(1000, running);
+  const ms = props.to || running ? between(props.from, props.to, now) : null;
+  if (ms === null) return <span class="muted">–</span>;
+  return (
+    <span class={`duration${running ? ' running' : ''}`} title={props.label}>
+      {duration(ms)}
+      {running && <span class="sr-only"> so far</span>}
+    </span>
+  );
 }
 
 export function Field({ label, children }: { label: string; children: ComponentChildren }) {
@@ -126,102 +166,6 @@ export function Field({ label, children }: { label: string; children: ComponentC
       <dt>{label}</dt>
       <dd>{children}</dd>
     </>
-  );
-}
-
-/**
- * A button that asks before it acts: the first press opens a confirmation with an optional
- * text field; the action runs on Confirm, Escape backs out.
- */
-export function ConfirmAction(props: {
-  label: string;
-  question: string;
-  danger?: boolean;
-  input?: { label: string; required?: boolean; multiline?: boolean };
-  disabled?: boolean;
-  onConfirm: (text: string) => Promise<unknown>;
-}) {
-  const [open, setOpen] = useState(false);
-  const [text, setText] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<ApiError | null>(null);
-  const first = useRef<HTMLElement | null>(null);
-  useEffect(() => {
-    if (open) first.current?.focus();
-  }, [open]);
-  const confirm = async () => {
-    if (props.input?.required && !text.trim()) return;
-    setBusy(true);
-    setError(null);
-    try {
-      await props.onConfirm(text.trim());
-      setOpen(false);
-      setText('');
-    } catch (e) {
-      setError(e instanceof ApiError ? e : new ApiError(0, 'console-error', String(e), null));
-    } finally {
-      setBusy(false);
-    }
-  };
-  if (!open)
-    return (
-      <button
-        class={props.danger ? 'danger' : ''}
-        disabled={props.disabled}
-        onClick={() => setOpen(true)}
-      >
-        {props.label}
-      </button>
-    );
-  return (
-    <div
-      class="confirm"
-      role="dialog"
-      aria-label={props.question}
-      onKeyDown={(e) => {
-        if (e.key === 'Escape') setOpen(false);
-      }}
-    >
-      <p>{props.question}</p>
-      {props.input && (
-        <label>
-          {props.input.label}
-          {props.input.multiline ? (
-            <textarea
-              ref={(el) => void (first.current = el)}
-              value={text}
-              rows={3}
-              onInput={(e) => setText(e.currentTarget.value)}
-            />
-          ) : (
-            <input
-              ref={(el) => void (first.current = el)}
-              value={text}
-              onInput={(e) => setText(e.currentTarget.value)}
-              onKeyDown={(e) => {
-                if (e.key === 'Enter') void confirm();
-              }}
-            />
-          )}
-        </label>
-      )}
-      <div class="actions">
-        <button
-          ref={(el) => {
-            if (!props.input) first.current = el;
-          }}
-          class={props.danger ? 'danger' : 'primary'}
-          disabled={busy || (props.input?.required === true && !text.trim())}
-          onClick={() => void confirm()}
-        >
-          {busy ? 'Working…' : `Confirm ${props.label.toLowerCase()}`}
-        </button>
-        <button onClick={() => setOpen(false)} disabled={busy}>
-          Back
-        </button>
-      </div>
-      {error && <ErrorBox error={error} />}
-    </div>
   );
 }
 
@@ -238,24 +182,142 @@ export function ListHead({ columns }: { columns: string[] }) {
   );
 }
 
-/** Links that filter a list by state (`all` first), the current one marked. */
+/** A table cell that names its column: narrow screens show each row as a card of labelled cells. */
+export function Td(props: { label: string; class?: string; children?: ComponentChildren }) {
+  return (
+    <td data-label={props.label} class={props.class}>
+      {/* One box per cell: on a phone the label and this box are the cell's two columns. */}
+      <div class="cell">{props.children}</div>
+    </td>
+  );
+}
+
+/** Links that filter a list (the current one marked); an empty value means no parameter. */
 export function StateTabs(props: {
   base: string;
-  states: string[];
+  options: { value: string; label: string }[];
   current: string;
   label: string;
 }) {
   return (
     <nav class="tabs" aria-label={props.label}>
-      {['', ...props.states].map((s) => (
+      {props.options.map(({ value, label }) => (
         <a
-          key={s || 'all'}
-          href={s ? `${props.base}?state=${s}` : props.base}
-          aria-current={s === props.current ? 'page' : undefined}
+          key={value || 'default'}
+          href={value ? `${props.base}?state=${value}` : props.base}
+          aria-current={value === props.current ? 'page' : undefined}
         >
-          {s || 'all'}
+          {label}
         </a>
       ))}
     </nav>
+  );
+}
+
+/** Older / newest links of a cursor-paged list, keeping the other query parameters. */
+export function Pager(props: {
+  base: string;
+  query: URLSearchParams;
+  nextCursor: string | null | undefined;
+  what: string;
+}) {
+  const at = (cursor: string | null) => {
+    const next = new URLSearchParams(props.query);
+    if (cursor) next.set('cursor', cursor);
+    else next.delete('cursor');
+    const qs = next.toString();
+    return qs ? `${props.base}?${qs}` : props.base;
+  };
+  if (!props.nextCursor && !props.query.get('cursor')) return null;
+  return (
+    <nav class="pager" aria-label={`Pages of ${props.what}`}>
+      {props.query.get('cursor') && <a href={at(null)}>← Newest {props.what}</a>}
+      {props.nextCursor && (
+        <a href={at(props.nextCursor)} rel="next">
+          Older {props.what} →
+        </a>
+      )}
+    </nav>
+  );
+}
+
+/** Put text on the clipboard; where the Clipboard API is missing (plain http), a selection. */
+async function copyText(text: string): Promise<void> {
+  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+  const area = document.createElement('textarea');
+  area.value = text;
+  area.setAttribute('readonly', '');
+  area.style.position = 'fixed';
+  area.style.opacity = '0';
+  document.body.append(area);
+  area.select();
+  document.execCommand('copy');
+  area.remove();
+}
+
+/** A small button that copies a value and says so. */
+export function CopyButton({ value, what }: { value: string; what: string }) {
+  const [copied, setCopied] = useState(false);
+  useEffect(() => {
+    if (!copied) return;
+    const timer = setTimeout(() => setCopied(false), 1500);
+    return () => clearTimeout(timer);
+  }, [copied]);
+  return (
+    <>
+      <button
+        type="button"
+        class="copy"
+        aria-label={`Copy ${what} ${value}`}
+        title={`Copy ${what}`}
+        onClick={(e) => {
+          e.preventDefault();
+          e.stopPropagation();
+          void copyText(value).then(() => setCopied(true));
+        }}
+      >
+        {copied ? (
+          '✓'
+        ) : (
+          <svg viewBox="0 0 16 16" width="12" height="12" aria-hidden="true" focusable="false">
+            <rect
+              x="5"
+              y="1.5"
+              width="9"
+              height="10"
+              rx="1.5"
+              fill="none"
+              stroke="currentColor"
+              stroke-width="1.4"
+            />
+            <path
+              d="M3 4.5H2.8A1.3 1.3 0 0 0 1.5 5.8v7.4a1.3 1.3 0 0 0 1.3 1.3h6.4a1.3 1.3 0 0 0 1.3-1.3V13"
+              fill="none"
+              stroke="currentColor"
+              stroke-width="1.4"
+            />
+          </svg>
+        )}
+      </button>
+      <span class="sr-only" role="status">
+        {copied ? `${what} copied` : ''}
+      </span>
+    </>
+  );
+}
+
+/** An id: monospace, linked when it has a page, with its copy button. */
+export function Id(props: { value: string; what: string; href?: string | undefined }) {
+  return (
+    <span class="id">
+      {props.href ? (
+        <a href={props.href} class="mono">
+          {props.value}
+        </a>
+      ) : (
+        <span class="mono">{props.value}</span>
+      )}
+      <CopyButton value={props.value} what={props.what} />
+    </span>
   );
 }

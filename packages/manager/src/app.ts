@@ -7,7 +7,7 @@ import { noHooks, type Ctx, type DomainHooks } from './domain/context.js';
 import { checkProfileOnce } from './domain/dispatch-scope.js';
 import { assertProfileUsable } from './domain/profiles/status.js';
 import { registerApiScope, type RouteTable } from './http/api-scope.js';
-import { registerConsole } from './http/console.js';
+import { consolePages, consoleSite, registerConsole } from './http/console.js';
 import { registerOpenApi } from './http/openapi.js';
 import { DrainState } from './http/drain.js';
 import { frameworkFailure, registerErrorHandling } from './http/errors.js';
@@ -93,7 +93,9 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   drain.register(app);
   registerValidation(app);
   registerBodyParsing(app, deps.redactor);
-  registerErrorHandling(app);
+  const site = consoleSite();
+  const pages = consolePages(site);
+  registerErrorHandling(app, (request, reply) => pages.notFound(request, reply));
 
   const sessions = sessionHooks(deps.store.db, deps.config, deps.sessionVolumes);
   const hooks: DomainHooks = {
@@ -180,7 +182,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
         workReady: deps.runnerJobs.workReady(),
       }),
   });
-  registerConsole(app);
+  registerConsole(app, site);
   app.addHook('onClose', () => storeGauges.close());
   await app.ready();
   return { app, ctx, routes, storeGauges };

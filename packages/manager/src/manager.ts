@@ -9,7 +9,8 @@ import { loadSecretMasks, newManagerRedactor } from './secrets/masks.js';
 import type { SecretStore } from './secrets/store.js';
 import { expireCommands } from './domain/runs/command-expiry.js';
 import { openStore, type Store } from './store/db.js';
-import { migrateToLatest } from './store/migrate.js';
+import { migrateToLatest, migrationState } from './store/migrate.js';
+import { assertPortFree } from './port-check.js';
 import { createLauncher } from './launcher/index.js';
 import { createSessionVolumes, type SessionVolumes } from './sessions/index.js';
 import { expectedWorkReady } from './work-ready.js';
@@ -55,6 +56,8 @@ export interface StartOptions {
    * at once, at a rate no API server (real or fake) could take.
    */
   edges?: { launcher: Launcher; sessionVolumes: SessionVolumes };
+  /** Start-up steps for a person watching a terminal (`run-manager` on a TTY). */
+  progress?: (step: string) => void;
 }
 
 /**
@@ -72,8 +75,21 @@ export async function startManager(
     redactor,
     ...(options.logDestination ? { destination: options.logDestination } : {}),
   });
+  const progress = options.progress ?? (() => undefined);
+  if (options.listen !== false) await assertPortFree(config.host, config.port);
+  progress(
+    config.store.kind === 'postgres'
+      ? 'opening PostgreSQL (DATABASE_URL)'
+      : `opening the embedded store under ${config.store.dataDir} (a first start takes up to a minute)`,
+  );
   const store = await openStore(config.store, logger);
   try {
+    if (options.progress) {
+      const { pending } = await migrationState(store.db);
+      progress(
+        pending.length ? `applying ${pending.length} schema migrations` : 'schema up to date',
+      );
+    }
     const migrations = await migrateToLatest(store.db);
     logger.info(
       { store: store.kind, applied: migrations.applied.length, latest: migrations.latest },
@@ -182,6 +198,8 @@ export async function startManager(
     url = await built.app.listen({ host: config.host, port: config.port, backlog: LISTEN_BACKLOG });
     listeningUrl = url;
     logger.info({ url }, 'run manager listening');
+    progress(`listening on ${url}`);
+    progress(`web console: ${url}/`);
   }
   // Started once runners can reach this manager: the jobs it launches need its URL.
   if (config.scheduler.enabled) {

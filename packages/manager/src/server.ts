@@ -2,13 +2,20 @@
 import { answerInfoFlags, ConfigError } from '@svc/contracts';
 import { loadConfig } from './config.js';
 import { startManager } from './manager.js';
+import { PortInUseError } from './port-check.js';
+import { USAGE } from './usage.js';
 import { DataDirLockedError } from './store/data-dir-lock.js';
 import { MigrationError } from './store/migrate.js';
 
 /** Entry point of `npm start` / `run-manager`: parse config once, start, stop on signals. */
 async function main(): Promise<void> {
   const config = loadConfig();
-  const manager = await startManager(config);
+  // A person at a terminal sees each slow step and where to go; a log collector (no terminal)
+  // gets the JSON log lines alone.
+  const progress = process.stderr.isTTY
+    ? (step: string) => process.stderr.write(`run-manager: ${step}\n`)
+    : undefined;
+  const manager = await startManager(config, progress ? { progress } : {});
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -23,22 +30,6 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => stop('SIGINT'));
   process.once('SIGTERM', () => stop('SIGTERM'));
 }
-
-const USAGE = `
-usage: run-manager [--help | --version]
-
-The run manager: REST API, web console, scheduler and runner launcher of the agent run service.
-It takes no arguments; it is configured by its environment, among others:
-  DATABASE_URL        PostgreSQL (without it: an embedded store under SVC_DATA_DIR)
-  HOST, PORT          where to listen (default 127.0.0.1:8080)
-  SVC_API_KEY_FILE    the API key clients present
-  SVC_DEPLOYMENT_MODE local (default) or runtime
-  SVC_LOCAL_ISOLATION on (default: every local runner Job in a bubblewrap sandbox; without
-                      bwrap, Debian package bubblewrap, runner Jobs are refused) or off
-See README.md and docs/operations.md for every variable.
-
-Exit codes: 0 stopped cleanly · 1 a failure · 2 bad configuration · 3 a migration failed ·
-4 the data directory is in use by another manager.`;
 
 // Answered before anything is read or started: `run-manager --help` never opens a port.
 if (
@@ -60,6 +51,10 @@ if (
     if (error instanceof DataDirLockedError) {
       console.error(`run-manager: ${error.message}`);
       process.exit(4);
+    }
+    if (error instanceof PortInUseError) {
+      console.error(`run-manager: ${error.message}`);
+      process.exit(5);
     }
     console.error('run-manager: failed to start:', error instanceof Error ? error.message : error);
     process.exit(1);

@@ -187,22 +187,23 @@ describe('deny by default, by structure', () => {
     assert.equal(count, cases.length);
   });
 
-  it('answers an unknown API path 401 without a key, 404 with one; unknown paths elsewhere are a plain 404', async () => {
+  it("answers an unknown API path 401 without a key, 404 with one; elsewhere the console's not-found page", async () => {
     assertRefused(await raw(port, 'GET', '/api/v1/no-such-thing'), 'unknown API path', 401);
     const known = await raw(port, 'GET', '/api/v1/no-such-thing', {
       authorization: `Bearer ${KEY}`,
     });
     assert.equal(known.status, 404);
-    for (const target of [
-      '/nothing',
-      '/api',
-      '/api/v2/runs',
-      '/healthz',
-      '/health/../api/v1/runs',
-    ]) {
+    for (const target of ['/api', '/api/v2/runs', '/health/../api/v1/runs', '/health/nope']) {
       const response = await raw(port, 'GET', target);
       assertRefused(response, target);
       assert.ok(!/run-|"runs"/.test(response.body), response.body);
+    }
+    // Any other path is a console address: 404 with the console page, which holds no data.
+    for (const target of ['/nothing', '/healthz', '/runs/run-0000000000001/x']) {
+      const response = await raw(port, 'GET', target);
+      assert.equal(response.status, 404, target);
+      assert.match(response.body, /<div id="app"><\/div>/, target);
+      assert.ok(!response.body.includes(KEY) && !/"runs"/.test(response.body), target);
     }
   });
 

@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -79,4 +80,46 @@ export async function screenshotDir(): Promise<string> {
   const dir = wanted ? resolve(wanted) : await mkdtemp(join(tmpdir(), 'svc-console-shots-'));
   await mkdir(dir, { recursive: true });
   return dir;
+}
+
+/** The two widths every view is tried at: a desktop and a phone (iPhone 12-15 width). */
+export const WIDTHS = [
+  { name: 'wide', width: 1440, height: 900 },
+  { name: 'phone', width: 390, height: 844 },
+] as const;
+
+const AXE_SOURCE = readFileSync(
+  createRequire(import.meta.url).resolve('axe-core/axe.min.js'),
+  'utf8',
+);
+
+export interface AxeFinding {
+  id: string;
+  impact: string;
+  help: string;
+  targets: string[];
+}
+
+/**
+ * axe-core's serious and critical findings on the page as it is now. The engine is evaluated
+ * through the DevTools protocol, which the page's Content-Security-Policy does not govern (a
+ * script tag would be refused, as it should be).
+ */
+export async function axeFindings(page: Page): Promise<AxeFinding[]> {
+  if (!(await page.evaluate('typeof window.axe !== "undefined"'))) await page.evaluate(AXE_SOURCE);
+  const result = await page.evaluate<AxeFinding[]>(`axe.run(document, {
+    resultTypes: ['violations'],
+    runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] },
+  }).then((r) => r.violations.map((v) => ({
+    id: v.id, impact: v.impact, help: v.help,
+    targets: v.nodes.slice(0, 5).map((n) => n.target.join(' ')),
+  })))`);
+  return result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+}
+
+/** How many pixels the page is wider than its viewport (0: no sideways scrolling). */
+export function sidewaysOverflow(page: Page): Promise<number> {
+  return page.evaluate<number>(
+    'document.documentElement.scrollWidth - document.documentElement.clientWidth',
+  );
 }

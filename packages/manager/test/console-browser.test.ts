@@ -2,22 +2,39 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
-import { foreignRequests, launchBrowser, screenshotDir, type TestBrowser } from './browser.js';
-import { createSession, sendToSession, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
-import { runBody } from './helpers.js';
-import { submit } from './queue-helpers.js';
+import {
+  foreignRequests,
+  launchBrowser,
+  screenshotDir,
+  sidewaysOverflow,
+  WIDTHS,
+  type TestBrowser,
+} from './browser.js';
+import { createRunAndTurn, launchRunner, seed, type Seeded } from './console-seed.js';
+import { useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
 
+/**
+ * The console in Debian's Chromium at a desktop and a phone width: the key prompt, runs with
+ * their prompt, duration and outcome, a live turn (times, durations, the reply once, actions
+ * only while they can act, the stream following), failures with their messages, cancelling.
+ */
 const API_KEY = 'console-browser-key-4f1c9a7e2b6d';
 let browser: TestBrowser;
 let page: Page;
+let seeded: Seeded;
 let shots: string;
+const encodings: string[] = [];
 
 // Registered before the rig's hooks so the browser is gone before its leak guard looks.
 before(async () => {
   browser = await launchBrowser();
   page = browser.page;
-  page.setDefaultTimeout(30_000);
   shots = await screenshotDir();
+  page.setDefaultTimeout(30_000);
+  page.on('response', (response) => {
+    if (response.url().includes('/assets/'))
+      encodings.push(response.headers()['content-encoding'] ?? 'identity');
+  });
 });
 after(async () => {
   await browser?.close();
@@ -25,34 +42,24 @@ after(async () => {
 const rig = useE2E({ env: { SVC_API_KEY: API_KEY } });
 
 const url = (path: string) => `${rig.e.t.manager.url}${path}`;
-const shot = (name: string) =>
-  page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-
-async function createRunAndTurn(prompt: string) {
-  const run = await rig.e.t.api(
-    'POST',
-    '/api/v1/runs',
-    runBody({ executionPolicy: { timeoutMs: 60_000 } }),
-  );
-  assert.equal(run.status, 201, run.raw);
-  const command = await rig.e.t.api('POST', `/api/v1/runs/${run.body.runId}/commands`, {
-    type: 'turn',
-    payload: { prompt },
-  });
-  assert.equal(command.status, 201, command.raw);
-  return { runId: run.body.runId as string, commandId: command.body.commandId as string };
-}
-
-async function launchRunner(runId: string, commandId: string) {
-  const job = await rig.e.t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
-  assert.equal(job.status, 201, job.raw);
-}
+const noSideways = async (what: string) =>
+  assert.equal(await sidewaysOverflow(page), 0, `${what} scrolls sideways`);
 
 describe('the web console in a real browser', { concurrency: false }, () => {
+  before(async () => {
+    seeded = await seed(rig.e);
+  });
+  after(async () => {
+    await seeded?.close();
+  });
+
   it('asks for the API key once, and says clearly when a key is wrong', async () => {
+    await page.setViewportSize({ width: 1440, height: 900 });
     await page.goto(url('/runs'));
     await page.getByRole('heading', { name: 'This manager needs an API key' }).waitFor();
-    await shot('key-prompt');
+    await page.screenshot({ path: join(shots, 'key-prompt.png') });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: join(shots, 'key-prompt-phone.png') });
     await page.getByLabel('API key').fill('not-the-key');
     await page.getByRole('button', { name: 'Use this key' }).click();
     await page.getByRole('heading', { name: 'The API key was refused' }).waitFor();
@@ -63,83 +70,161 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     await page.getByLabel('API key').fill(API_KEY);
     await page.getByRole('button', { name: 'Use this key' }).click();
     await page.getByRole('heading', { name: 'Runs' }).waitFor();
-    await page.getByText('No runs yet').waitFor();
-    // The key lives in this tab's session storage only.
-    assert.equal(await page.evaluate('localStorage.length'), 0);
+    await page.locator(`tr[data-run-id="${seeded.answered.runId}"]`).waitFor();
+    // The key lives in this tab's session storage only, never in localStorage.
+    const stored = await page.evaluate<string>('JSON.stringify(localStorage)');
+    assert.ok(!stored.includes(API_KEY));
     assert.equal(await page.evaluate("sessionStorage.getItem('svc.apiKey')"), API_KEY);
   });
 
-  it('lists a run created through the API and follows its state', async () => {
-    const { runId } = await createRunAndTurn('Listed run.');
-    const row = page.locator(`tr[data-run-id="${runId}"]`);
-    await row.waitFor({ timeout: 10_000 });
-    assert.match(await row.innerText(), /pending/);
-    // A filter that excludes it hides it; clearing the filter brings it back.
-    await page.getByLabel('State').selectOption('completed');
-    await page.getByText('No run matches these filters.').waitFor();
-    await page.getByRole('button', { name: 'Clear' }).click();
-    await row.waitFor();
-    // Cancel it through the API: the list shows the new state on its own.
-    await rig.e.t.api('POST', `/api/v1/runs/${runId}/cancel`, { reason: 'list test' });
-    await row.locator('.badge', { hasText: 'cancelled' }).waitFor({ timeout: 10_000 });
-  });
-
-  it('shows the events of a real turn as they arrive, and the reply as safe Markdown', async () => {
-    const reply = [
-      '**Done.** Here is `code`.',
-      '',
-      '<img src=x onerror="window.__pwned = 1"> <script>window.__pwned = 2</script>',
-      '![remote](http://203.0.113.9/pixel.png) [bad](javascript:window.__pwned=3)',
-    ].join('\n');
-    rig.e.provider.enqueue(
-      { kind: 'tool-call', command: 'echo hello-from-console' },
-      { kind: 'stall', text: reply },
+  it('sent the bundle compressed (brotli)', () => {
+    assert.ok(encodings.length >= 2, encodings.join());
+    assert.ok(
+      encodings.every((e) => e === 'br'),
+      encodings.join(),
     );
-    const { runId, commandId } = await createRunAndTurn('Say hello from a shell.');
-    await page.goto(url('/runs'));
-    await page.locator(`tr[data-run-id="${runId}"] a`).click();
-    await page.getByRole('heading', { name: `Run ${runId}` }).waitFor();
-    await page.getByText('No events yet').waitFor();
-
-    await page.getByText('No runner job launched.').waitFor();
-    await launchRunner(runId, commandId);
-    // The runner job appears once its runner claims, without a reload.
-    await page.locator('table.list td.mono', { hasText: 'svc-v01-runner-' }).waitFor({
-      timeout: 10_000,
-    });
-    const tool = page.locator('.entry.tool', { hasText: 'echo hello-from-console' });
-    await tool.getByText('exit 0').waitFor({ timeout: 60_000 });
-    // The provider holds the turn open: what the page shows arrived while the turn ran.
-    const during = await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`);
-    assert.ok(['delivered', 'confirmed'].includes(during.body.state), during.raw);
-    await tool.locator('summary').click();
-    await tool.locator('pre.output').getByText('hello-from-console').waitFor();
-
-    rig.e.provider.release();
-    await page.locator('.command-card .reply strong', { hasText: 'Done.' }).waitFor({
-      timeout: 60_000,
-    });
-    await page.locator('.entry.assistant', { hasText: 'Done.' }).first().waitFor();
-    const command = await waitForCommand(rig.e.t, runId, commandId);
-    assert.equal(command.state, 'completed');
-    await page.locator('.command-card .badge', { hasText: 'completed' }).waitFor();
-
-    // Markup in the reply is inert: no script ran, no handler, no remote image, no js: link.
-    assert.equal(await page.evaluate('window.__pwned'), undefined);
-    const replyHtml = await page.locator('.command-card .reply').innerHTML();
-    assert.doesNotMatch(replyHtml, /onerror|<script|javascript:|src="http/);
-    await page.locator('.command-card .reply .blocked-image').getByText('remote').waitFor();
-    await page.locator('.stream-mode').waitFor();
-    await shot('run-detail');
   });
+
+  for (const { name, width, height } of WIDTHS)
+    describe(`at ${width} px (${name})`, () => {
+      before(() => page.setViewportSize({ width, height }));
+
+      it('lists runs with what they were asked, how long they took and how they ended', async () => {
+        await page.goto(url('/runs'));
+        const answered = page.locator(`tr[data-run-id="${seeded.answered.runId}"]`);
+        await answered.waitFor();
+        const text = await answered.innerText();
+        assert.match(text, /Fix the failing build and report the checks\./);
+        assert.match(text, /completed/);
+        assert.match(text, /\d+(\.\d)? s|\dm \d\ds/, 'a duration');
+        const refused = await page.locator(`tr[data-run-id="${seeded.refused.runId}"]`).innerText();
+        assert.match(refused, /Summarize the open issues\./);
+        // The outcome the manager reports: the last command's where it says, else the run's.
+        const run = (await rig.e.t.api('GET', `/api/v1/runs/${seeded.refused.runId}`)).body;
+        assert.match(refused, new RegExp(run.lastCommand?.state ?? run.state));
+        const pending = await page.locator(`tr[data-run-id="${seeded.pending.runId}"]`).innerText();
+        assert.match(pending, /Review the release notes/);
+        assert.match(pending, /pending/);
+        // A filter that excludes it hides it; clearing the filter brings it back.
+        await page.getByLabel('State').selectOption('cancelled');
+        await page.getByText('No run matches these filters.').waitFor();
+        await page.getByRole('button', { name: 'Clear' }).click();
+        await answered.waitFor();
+        await noSideways('the runs list');
+      });
+
+      it("shows a finished turn's times, durations, its reply once and its tables ruled", async () => {
+        const { runId, commandId } = seeded.answered;
+        await page.goto(url(`/runs/${runId}`));
+        const card = page.locator(`.command-card[data-command-id="${commandId}"]`);
+        await card.locator('.reply table').waitFor();
+        // Every event says when it happened, as a <time> with its ISO instant.
+        await page.locator('.timeline .entry').first().waitFor();
+        const times = await page
+          .locator('.timeline time.clock')
+          .evaluateAll((els) => els.map((el) => el.getAttribute('datetime') ?? ''));
+        assert.ok(times.length >= 3, `${times.length} event times`);
+        for (const t of times) assert.match(t, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/);
+        // The turn and the run say how long they took.
+        assert.match(await card.locator('.entry-head .duration').innerText(), /\d/);
+        assert.match(await page.locator('.view-head .duration').innerText(), /\d/);
+        // The reply is shown once: in its turn; the timeline points there.
+        assert.equal(
+          await page.locator('.markdown', { hasText: 'The build is green again.' }).count(),
+          1,
+        );
+        await page.locator('.timeline .reply-ref a', { hasText: 'its turn' }).waitFor();
+        assert.equal(await card.getByText('Waiting for the reply').count(), 0);
+        // Markdown tables have borders.
+        const border = await card
+          .locator('.reply td')
+          .first()
+          .evaluate((td) => td.ownerDocument.defaultView.getComputedStyle(td).borderTopWidth);
+        assert.notEqual(border, '0px');
+        // Nothing to interrupt or steer on a closed turn.
+        assert.equal(await page.getByRole('button', { name: 'Interrupt' }).isDisabled(), true);
+        assert.equal(await page.getByRole('button', { name: 'Steer' }).isDisabled(), true);
+        await noSideways('a run');
+      });
+
+      it('says why a refused turn failed, and never that it waits for a reply', async () => {
+        const { runId, commandId } = seeded.refused;
+        const command = (await rig.e.t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`))
+          .body;
+        assert.equal(command.state, 'failed', JSON.stringify(command));
+        await page.goto(url(`/runs/${runId}`));
+        const card = page.locator(`.command-card[data-command-id="${commandId}"]`);
+        await card.locator('.failure').waitFor();
+        const failure = await card.locator('.failure').innerText();
+        assert.ok(failure.includes(command.failureKind), failure);
+        if (command.message) assert.ok(failure.includes(command.message.slice(0, 40)), failure);
+        assert.equal(await card.getByText('Waiting for the reply').count(), 0);
+        await noSideways('a failed run');
+      });
+
+      it('follows a live turn: waiting, streaming, actions while it runs, then its reply', async () => {
+        const lines = Array.from({ length: 90 }, (_, i) => `- line ${i + 1} of the long answer`);
+        rig.e.provider
+          .dropSteps()
+          .enqueue(
+            { kind: 'tool-call', command: 'echo hello-from-console' },
+            { kind: 'text', text: lines.join('\n'), deltas: 60, frameDelayMs: 200 },
+          );
+        const { runId, commandId } = await createRunAndTurn(rig.e, `Stream at ${width} px.`);
+        await page.goto(url(`/runs/${runId}`));
+        const card = page.locator(`.command-card[data-command-id="${commandId}"]`);
+        await card.getByText('Waiting for the reply…').waitFor();
+        // No runner holds the turn yet: nothing to interrupt or steer.
+        const interrupt = page.getByRole('button', { name: 'Interrupt' });
+        assert.equal(await interrupt.isDisabled(), true);
+        await launchRunner(rig.e, runId, commandId);
+        // The tool call: its command, exit code and how long it ran.
+        const tool = page.locator('.entry.tool', { hasText: 'echo hello-from-console' });
+        await tool.getByText('exit 0').waitFor({ timeout: 90_000 });
+        assert.match(await tool.locator('.duration').innerText(), /\d/);
+        await tool.locator('summary').click();
+        await tool.locator('pre.output').getByText('hello-from-console').waitFor();
+        // The turn runs: Interrupt and Steer can act now, and the wait is said.
+        await waitFor(
+          'Interrupt to be enabled',
+          async () => !(await interrupt.isDisabled()),
+          20_000,
+        );
+        assert.equal(await page.getByRole('button', { name: 'Steer' }).isDisabled(), false);
+        assert.equal(await card.getByText('Waiting for the reply…').count(), 1);
+
+        const pane = page.locator('.timeline');
+        await page.locator('.entry.assistant .streaming').waitFor({ timeout: 60_000 });
+        await waitFor('the log to overflow its pane', () =>
+          pane.evaluate((el) => el.scrollHeight > el.clientHeight + 200),
+        );
+        // At the end: the pane follows what arrives.
+        const atEnd = () =>
+          pane.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight <= 48);
+        await waitFor('the pane to follow', atEnd, 10_000);
+        // Scrolled up to read: it stays where the reader is, and offers the new output.
+        await pane.evaluate((el) => (el.scrollTop = 0));
+        await page.getByRole('button', { name: '↓ New output' }).waitFor({ timeout: 20_000 });
+        assert.equal(await pane.evaluate((el) => el.scrollTop), 0);
+        await page.getByRole('button', { name: '↓ New output' }).click();
+        assert.ok(await atEnd());
+
+        const done = await waitForCommand(rig.e.t, runId, commandId, 120_000);
+        assert.equal(done.state, 'completed');
+        await card.locator('.reply', { hasText: 'line 90 of the long answer' }).waitFor();
+        assert.equal(await card.getByText('Waiting for the reply…').count(), 0);
+        await waitFor('Interrupt to be disabled again', () => interrupt.isDisabled(), 20_000);
+        await noSideways('a live run');
+      });
+    });
 
   it('cancels a running run from its page, after a confirmation', async () => {
-    rig.e.provider.enqueue({ kind: 'stall' });
+    await page.setViewportSize({ width: 1440, height: 900 });
+    rig.e.provider.dropSteps().enqueue({ kind: 'stall' });
     const asked = rig.e.provider.requestsOf().length;
-    const { runId, commandId } = await createRunAndTurn('Take your time.');
-    await launchRunner(runId, commandId);
+    const { runId, commandId } = await createRunAndTurn(rig.e, 'Take your time.');
+    await launchRunner(rig.e, runId, commandId);
     await page.goto(url(`/runs/${runId}`));
-    // The turn is running: the agent is waiting on the (stalled) provider.
     await waitFor(
       'the agent to ask the provider',
       () => rig.e.provider.requestsOf().length > asked,
@@ -161,49 +246,29 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     const command = await waitForCommand(rig.e.t, runId, commandId);
     assert.equal(command.state, 'cancelled');
     await page.locator('.view-head .badge', { hasText: 'cancelled' }).waitFor({ timeout: 10_000 });
+    assert.equal(await page.getByRole('button', { name: 'Cancel run' }).isDisabled(), true);
     rig.e.provider.release();
   });
 
-  it('shows sessions, the queue and the profiles, reachable by keyboard', async () => {
-    rig.e.provider.enqueue({ kind: 'text', text: 'Session reply: all good.' });
-    const session = await createSession(rig.e.t);
-    const sent = await sendToSession(rig.e.t, session.sessionId, { prompt: 'Check the build.' });
-    assert.ok(sent.command?.commandId, JSON.stringify(sent));
-    await waitForCommand(rig.e.t, sent.run.runId, sent.command.commandId);
-    await submit(rig.e.t, { title: 'Fix the flaky login test', priority: 5 });
-    await submit(rig.e.t, { title: 'Update the README walkthrough' });
-
-    await page.goto(url('/runs'));
-    await page.getByRole('heading', { name: 'Runs' }).waitFor();
-    await page.keyboard.press('g');
-    await page.keyboard.press('s');
-    await page.getByRole('heading', { name: 'Sessions' }).waitFor();
-    await page.locator(`a[href="/sessions/${session.sessionId}"]`).waitFor();
-    await shot('sessions');
-    await page.locator(`a[href="/sessions/${session.sessionId}"]`).click();
-    await page.locator('.entry.assistant', { hasText: 'Session reply: all good.' }).waitFor();
-    await shot('session-detail');
-
-    await page.keyboard.press('g');
-    await page.keyboard.press('q');
-    await page.getByRole('heading', { name: 'Queue' }).waitFor();
-    await page.locator('tr[data-task-id]', { hasText: 'Fix the flaky login test' }).waitFor();
-    await page.getByRole('heading', { name: 'Commander' }).waitFor();
-    await shot('queue');
-
-    await page.keyboard.press('g');
-    await page.keyboard.press('p');
-    await page.getByRole('heading', { name: 'Provider profiles' }).waitFor();
-    const row = page.locator('tr[data-profile="builtin-a"]');
-    await row.getByText('configured', { exact: true }).waitFor();
-    // Profile values never reach the page.
-    assert.ok(!(await page.content()).includes(rig.e.providerKey));
-    await page.getByRole('heading', { name: 'Work-ready tools' }).waitFor();
-    await shot('profiles');
-
-    await page.goto(url('/runs'));
-    await page.locator('table.list tbody tr').first().waitFor();
-    await shot('runs');
+  it('keeps reply markup inert: no script, no handler, no remote image, no js: link', async () => {
+    rig.e.provider.dropSteps().enqueue({
+      kind: 'text',
+      text: [
+        '**Done.** Here is `code`.',
+        '',
+        '<img src=x onerror="window.__pwned = 1"> <script>window.__pwned = 2</script>',
+        '![remote](http://203.0.113.9/pixel.png) [bad](javascript:window.__pwned=3)',
+      ].join('\n'),
+    });
+    const { runId, commandId } = await createRunAndTurn(rig.e, 'Reply with markup.');
+    await launchRunner(rig.e, runId, commandId);
+    await waitForCommand(rig.e.t, runId, commandId, 120_000);
+    await page.goto(url(`/runs/${runId}`));
+    await page.locator('.command-card .reply strong', { hasText: 'Done.' }).waitFor();
+    assert.equal(await page.evaluate('window.__pwned'), undefined);
+    const replyHtml = await page.locator('.command-card .reply').innerHTML();
+    assert.doesNotMatch(replyHtml, /onerror|<script|javascript:|src="http/);
+    await page.locator('.command-card .reply .blocked-image').getByText('remote').waitFor();
   });
 
   it('sent no request to anything but this machine', () => {

@@ -86,6 +86,19 @@ describe('task outcomes follow their attempt without a refresh', () => {
     const shown = await show(rig.t, task.taskId);
     assert.equal(shown.state, 'completed');
     assert.match(shown.summary, /^attempt 2 completed$/);
+    // The task view lists both attempts, oldest first, each with its run and outcome.
+    assert.deepEqual(
+      shown.attempts.map((a: any) => [a.retryIndex, a.state, a.runId, a.failureKind]),
+      [
+        [0, 'failed', first.run.runId, 'backend-failed'],
+        [1, 'completed', second.run.runId, null],
+      ],
+    );
+    assert.equal(shown.attempts[0].message, 'boom');
+    // A submitted task has none yet.
+    const fresh = await submit(rig.t);
+    assert.deepEqual((await show(rig.t, fresh.taskId)).attempts, []);
+    assert.deepEqual(fresh.attempts, []);
   });
 });
 

@@ -160,3 +160,29 @@ describe('run listing pages', () => {
     assert.ok(second.runs.every((r: any) => !firstIds.has(r.runId)));
   });
 });
+
+describe('GET /api/v1/runs names what each run was asked first', () => {
+  it("carries the first turn's prompt, cut at 200 characters, and null before any turn", async () => {
+    const empty = await createRun({ projectId: 'prompts' });
+    const asked = await createRun({ projectId: 'prompts' });
+    const long = 'é'.repeat(150) + 'x'.repeat(150);
+    const first = await t.api('POST', `/api/v1/runs/${asked.runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: long },
+    });
+    assert.equal(first.status, 201, first.raw);
+    // Later commands (a steer, another turn) leave it as it was.
+    await t.api('POST', `/api/v1/runs/${asked.runId}/commands`, {
+      type: 'steer',
+      payload: { prompt: 'steer text' },
+    });
+    await t.api('POST', `/api/v1/runs/${asked.runId}/commands`, {
+      type: 'turn',
+      payload: { prompt: 'second turn' },
+    });
+    const page = await list('projectId=prompts');
+    const byId = new Map(page.runs.map((r: any) => [r.runId, r]));
+    assert.equal((byId.get(empty.runId) as any).firstPrompt, null);
+    assert.equal((byId.get(asked.runId) as any).firstPrompt, long.slice(0, 200));
+  });
+});

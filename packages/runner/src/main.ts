@@ -38,9 +38,24 @@ const USAGE = `
 usage: runner [--help | --version]
 
 The runner of one run: claims it from the manager, drives the coding agent (codex app-server)
-and streams its events back. It takes no arguments; it is configured by its environment
-(SVC_MANAGER_URL, SVC_RUN_ID, SVC_PROFILE_DIR, SVC_WORKSPACE_DIR, …), which the manager's
-launcher sets for each runner Job. See docs/operations.md.
+and streams its events back. It takes no arguments; the manager's launcher sets its environment
+for each runner Job (docs/operations.md). It reads:
+
+  SVC_MANAGER_URL, SVC_RUN_ID        the manager and the run to serve
+  SVC_API_KEY_FILE                   file holding the runner token
+  SVC_RUNNER_ID, SVC_ATTEMPT_ID, SVC_RUNNER_JOB_ID, SVC_JOB_NAME   who this runner is
+  SVC_JOB_DIR                        the job directory (default: the working directory)
+  SVC_SECRET_DIR, SVC_PROFILE, SVC_PROFILE_DIR   the provider profile's mounted Secret
+  SVC_TOOL_CREDENTIALS               JSON: tool credentials and how they are projected
+  SVC_BUNDLE_CREDENTIAL_DIR          credential for fetching resource bundles
+  SVC_WORKSPACE_DIR, SVC_AGENT_HOME, SVC_RUNNER_HOME, HOME   where the work and homes live
+  SVC_SESSION_ID, SVC_SESSION_PVC_NAME, SVC_SESSION_PVC_NAMESPACE, SVC_SESSION_PVC_MOUNT_PATH,
+  SVC_AGENT_ROLLOUT_SUBDIR           the session volume and where the agent keeps its rollouts
+  SVC_RUNNER_IDLE_EXIT_MS            close the run after this long without work (120000)
+  SVC_CODEX_BIN                      the agent binary (default: the installed @openai/codex)
+  SVC_IMAGE, SVC_IMAGE_SUMMARY       the runner image and what it declares
+  SVC_REQUIRED_TOOLS, SVC_SERVICE_TOOLS_DIR, SVC_WORK_READY_CACHE   tools checked before work
+  LOG_LEVEL, LOG_FORMAT              log level (info) and format (pretty on a terminal, else json)
 
 Exit codes: 0 the run was served · 1 a failure · 2 bad configuration · 143 terminated.`;
 

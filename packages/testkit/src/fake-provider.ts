@@ -74,7 +74,13 @@ export type CompactBehaviour =
 export interface FakeProviderOptions {
   /** Reply when the script has run out (default "ok"). */
   defaultText?: string;
+  /** The step for a request when the script has run out (default: a `defaultText` reply). */
+  fallback?: (request: RecordedRequest) => ProviderStep;
   compact?: CompactBehaviour;
+  /** Loopback port to listen on (default: any free port). */
+  port?: number;
+  /** Keep only the newest N requests (default: all), for a provider left running for long. */
+  keepRequests?: number;
 }
 
 interface Waiter {
@@ -91,11 +97,16 @@ export class FakeProvider {
   #releases = new Set<() => void>();
   #open = new Set<ServerResponse>();
   #defaultText: string;
+  #fallback: ((request: RecordedRequest) => ProviderStep) | undefined;
+  #keep: number;
+  #seen = 0;
   #compact: CompactBehaviour;
   #port = 0;
 
   private constructor(options: FakeProviderOptions) {
     this.#defaultText = options.defaultText ?? 'ok';
+    this.#fallback = options.fallback;
+    this.#keep = options.keepRequests ?? Number.POSITIVE_INFINITY;
     this.#compact = options.compact ?? { kind: 'http-error', status: 404 };
     this.#server = createServer((req, res) => {
       this.#handle(req, res).catch((error: unknown) => {
@@ -109,7 +120,7 @@ export class FakeProvider {
     const provider = new FakeProvider(options);
     await new Promise<void>((resolve, reject) => {
       provider.#server.once('error', reject);
-      provider.#server.listen(0, '127.0.0.1', () => resolve());
+      provider.#server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
     });
     provider.#port = (provider.#server.address() as AddressInfo).port;
     return provider;
@@ -200,8 +211,9 @@ export class FakeProvider {
       // keep the raw text: a test may want to see what was not JSON
     }
     const kind = requestKind(req.method ?? 'GET', path, headers, body);
+    this.#seen += 1;
     const record: RecordedRequest = {
-      index: this.requests.length + 1,
+      index: this.#seen,
       kind,
       method: req.method ?? 'GET',
       path,
@@ -212,6 +224,8 @@ export class FakeProvider {
       respondedAt: null,
     };
     this.requests.push(record);
+    if (this.requests.length > this.#keep)
+      this.requests.splice(0, this.requests.length - this.#keep);
     const count = this.requestsOf(kind).length;
     for (const waiter of this.#waiters.filter((w) => w.kind === kind && w.count === count)) {
       this.#waiters = this.#waiters.filter((w) => w !== waiter);
@@ -227,7 +241,8 @@ export class FakeProvider {
     res.once('finish', () => (record.respondedAt = Date.now()));
     if (record.kind === 'compact') return this.#answerCompact(record, res);
     if (record.kind === 'other') return json(res, 404, errorBody(404));
-    const step = this.#script.shift() ?? { kind: 'text', text: this.#defaultText };
+    const step = this.#script.shift() ??
+      this.#fallback?.(record) ?? { kind: 'text', text: this.#defaultText };
     await this.#answer(step, record, res);
   }
 

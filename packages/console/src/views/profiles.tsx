@@ -3,7 +3,7 @@
 // returns names and hash suffixes only. Health and the work-ready summary sit beside them.
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api.js';
-import { ErrorBox, Field, ListHead, StateBadge, Time, useLoad } from '../ui.js';
+import { Duration, ErrorBox, Field, Id, ListHead, StateBadge, Td, Time, useLoad } from '../ui.js';
 
 export function ProfilesView() {
   const profiles = useLoad(() => api.profiles(), [], 5000);
@@ -21,11 +21,11 @@ export function ProfilesView() {
           <tbody>
             {profiles.data.profiles.map((p) => (
               <tr key={p.profile} data-profile={p.profile}>
-                <td>
+                <Td label="Profile" class="primary-cell">
                   <strong>{p.profile}</strong>
                   <div class="sub">{p.builtin ? 'built-in' : 'custom'}</div>
-                </td>
-                <td>
+                </Td>
+                <Td label="Configured">
                   {p.configured ? (
                     <span class="badge tone-ok">configured</span>
                   ) : (
@@ -34,29 +34,48 @@ export function ProfilesView() {
                       {p.missingKeys.length > 0 && (
                         <div class="sub">missing {p.missingKeys.join(', ')}</div>
                       )}
+                      {p.message && <div class="sub">{p.message}</div>}
                     </>
                   )}
-                </td>
-                <td class="mono sub">
+                </Td>
+                <Td label="Secret" class="mono sub">
                   {p.secretRef.name}
                   {p.credentialHashSuffix && <div>key …{p.credentialHashSuffix}</div>}
-                </td>
-                <td>
+                </Td>
+                <Td label="Last validation">
                   {p.lastValidation ? (
                     <>
                       <StateBadge state={p.lastValidation.status} />{' '}
                       <Time at={p.lastValidation.finishedAt ?? p.lastValidation.createdAt} />
+                      <Duration
+                        from={p.lastValidation.createdAt}
+                        to={p.lastValidation.finishedAt}
+                        running={p.lastValidation.status === 'running'}
+                      />
                       {p.lastValidation.failureKind && (
-                        <div class="sub bad-text">{p.lastValidation.failureKind}</div>
+                        <div class="sub bad-text">
+                          <code>{p.lastValidation.failureKind}</code>
+                          {p.lastValidation.message && `: ${p.lastValidation.message}`}
+                        </div>
+                      )}
+                      {p.lastValidation.runId && (
+                        <div class="sub">
+                          canary{' '}
+                          <Id
+                            value={p.lastValidation.runId}
+                            what="run id"
+                            href={`/runs/${p.lastValidation.runId}`}
+                          />
+                        </div>
                       )}
                     </>
                   ) : (
                     <span class="muted">never</span>
                   )}
-                </td>
-                <td>
+                </Td>
+                <Td label="Validate">
                   <Validate profile={p.profile} disabled={!p.configured} onDone={profiles.reload} />
-                </td>
+                </Td>
               </tr>
             ))}
           </tbody>
@@ -92,7 +111,7 @@ export function ProfilesView() {
           {workReady ? (
             <ul class="tools">
               {workReady.tools.map((t) => (
-                <li class={t.present ? '' : t.required ? 'bad-text' : 'muted'}>
+                <li key={t.name} class={t.present ? '' : t.required ? 'bad-text' : 'muted'}>
                   {t.present ? '✓' : '✗'} {t.name}
                   {t.version && <span class="muted"> {t.version}</span>}
                   {t.required && !t.present && ' (required, missing)'}
@@ -123,7 +142,11 @@ function Validate(props: { profile: string; disabled: boolean; onDone: () => voi
         await new Promise((r) => setTimeout(r, POLL_MS));
         const v = await api.validation(props.profile, started.validationId);
         if (v.status !== 'running') {
-          setStatus(v.failureKind ? `${v.status}: ${v.failureKind}` : v.status);
+          setStatus(
+            v.failureKind
+              ? `${v.status}: ${v.failureKind}${v.message ? ` (${v.message})` : ''}`
+              : v.status,
+          );
           break;
         }
       }

@@ -1,34 +1,42 @@
 // Queue: the commander overview (what needs attention first), stats by state, and the task
-// list with dispatch, cancel and refresh on each task.
-import { api, type Task } from '../api.js';
+// list, paged, with why each waiting task waits and the actions that can act on it.
+import { api, type TaskSummary } from '../api.js';
 import {
-  ConfirmAction,
   Empty,
   ErrorBox,
+  Id,
   ListHead,
+  Pager,
   StateBadge,
   StateTabs,
+  Td,
   Time,
   useLoad,
 } from '../ui.js';
 import { READER_ID } from './sessions.js';
+import { TaskActions } from './task-actions.js';
+import { Waiting } from './waiting.js';
 
 // The contracts' entry point carries server code, so only its types reach the browser.
-const TASK_STATES = [
-  'queued',
-  'dispatched',
-  'running',
-  'completed',
-  'failed',
-  'blocked',
-  'cancelled',
+const TABS = [
+  { value: '', label: 'all' },
+  ...['queued', 'dispatched', 'running', 'completed', 'failed', 'blocked', 'cancelled'].map(
+    (value) => ({ value, label: value }),
+  ),
 ];
+const PAGE = 50;
 
 export function QueueView({ query }: { query: URLSearchParams }) {
   const state = query.get('state') ?? '';
+  const cursor = query.get('cursor') ?? undefined;
+  const limit = Number(query.get('limit')) || PAGE;
   const stats = useLoad(() => api.queueStats(), [], 5000);
   const commander = useLoad(() => api.commander(READER_ID), [], 5000);
-  const tasks = useLoad(() => api.listTasks({ ...(state && { state }) }), [state], 5000);
+  const tasks = useLoad(
+    () => api.listTasks({ ...(state && { state }), ...(cursor && { cursor }), limit }),
+    [query.toString()],
+    5000,
+  );
   const reload = () => {
     stats.reload();
     commander.reload();
@@ -51,7 +59,7 @@ export function QueueView({ query }: { query: URLSearchParams }) {
                 <span class="big">{stats.data.tasks.total}</span> tasks
               </div>
               {Object.entries(stats.data.tasks.byState).map(([s, n]) => (
-                <a class="stat" href={`/queue?state=${s}`}>
+                <a key={s} class="stat" href={`/queue?state=${s}`}>
                   <span class="big">{n}</span> <StateBadge state={s} />
                 </a>
               ))}
@@ -71,9 +79,10 @@ export function QueueView({ query }: { query: URLSearchParams }) {
           {commander.data && commander.data.items.length > 0 && (
             <ul class="commander">
               {commander.data.items.slice(0, 8).map((item) => (
-                <li>
-                  <StateBadge state={item.reason} /> {item.task.title}{' '}
-                  <span class="muted mono">{item.task.taskId}</span>
+                <li key={item.task.taskId}>
+                  <StateBadge state={item.reason} />{' '}
+                  <a href={`/tasks/${item.task.taskId}`}>{item.task.title}</a>{' '}
+                  <Waiting waiting={(item.task as TaskSummary).waiting} />
                 </li>
               ))}
             </ul>
@@ -86,7 +95,7 @@ export function QueueView({ query }: { query: URLSearchParams }) {
           )}
         </div>
       </div>
-      <StateTabs base="/queue" states={TASK_STATES} current={state} label="Task state" />
+      <StateTabs base="/queue" options={TABS} current={state} label="Task state" />
       {tasks.error && <ErrorBox error={tasks.error} title="Could not list tasks" />}
       {tasks.data?.tasks.length === 0 && (
         <Empty>No tasks{state ? ` in state ${state}` : ''}. Submit one with `queue submit`.</Empty>
@@ -103,79 +112,56 @@ export function QueueView({ query }: { query: URLSearchParams }) {
           </tbody>
         </table>
       )}
+      <Pager base="/queue" query={query} nextCursor={tasks.data?.nextCursor} what="tasks" />
     </section>
   );
 }
 
-function TaskRow({
-  task,
-  onChange,
-}: {
-  task: Pick<
-    Task,
-    'taskId' | 'title' | 'queue' | 'state' | 'priority' | 'latestAttempt' | 'updatedAt'
-  >;
-  onChange: () => void;
-}) {
+function TaskRow({ task, onChange }: { task: TaskSummary; onChange: () => void }) {
   const attempt = task.latestAttempt;
-  const open = task.state === 'dispatched' || task.state === 'running';
-  const final = task.state === 'completed' || task.state === 'cancelled';
   return (
     <tr data-task-id={task.taskId}>
-      <td>
-        {task.title}
-        <div class="sub mono">
-          {task.queue} · {task.taskId}
+      <Td label="Task" class="primary-cell">
+        <a href={`/tasks/${task.taskId}`}>{task.title}</a>
+        <div class="sub">
+          {task.queue} · <Id value={task.taskId} what="task id" />
         </div>
-      </td>
-      <td>
+      </Td>
+      <Td label="State">
         <StateBadge state={task.state} />
-      </td>
-      <td class="num">{task.priority}</td>
-      <td>
+        {task.waiting && (
+          <div>
+            <Waiting waiting={task.waiting} />
+          </div>
+        )}
+      </Td>
+      <Td label="Priority" class="num">
+        {task.priority}
+      </Td>
+      <Td label="Latest attempt">
         {attempt ? (
           <>
             <StateBadge state={attempt.state} />{' '}
             {attempt.runId && (
-              <a href={`/runs/${attempt.runId}`} class="mono">
-                {attempt.runId}
-              </a>
+              <Id value={attempt.runId} what="run id" href={`/runs/${attempt.runId}`} />
             )}
-            {attempt.failureKind && <div class="sub bad-text">{attempt.failureKind}</div>}
+            {attempt.failureKind && (
+              <div class="sub bad-text">
+                {attempt.failureKind}
+                {attempt.message && `: ${attempt.message}`}
+              </div>
+            )}
           </>
         ) : (
           <span class="muted">none</span>
         )}
-      </td>
-      <td>
+      </Td>
+      <Td label="Updated">
         <Time at={task.updatedAt} />
-      </td>
-      <td>
-        <div class="row-actions">
-          <ConfirmAction
-            label="Dispatch"
-            question={`Dispatch "${task.title}" now?`}
-            disabled={open || final}
-            onConfirm={() => api.dispatchTask(task.taskId).then(onChange)}
-          />
-          <ConfirmAction
-            label="Cancel"
-            question={`Cancel "${task.title}"?`}
-            danger
-            disabled={final}
-            input={{ label: 'Reason (optional)' }}
-            onConfirm={(reason) =>
-              api.cancelTask(task.taskId, reason || 'cancelled from the console').then(onChange)
-            }
-          />
-          <button
-            disabled={!attempt}
-            onClick={() => void api.refreshTask(task.taskId).then(onChange)}
-          >
-            Refresh
-          </button>
-        </div>
-      </td>
+      </Td>
+      <Td label="Actions">
+        <TaskActions task={task} onChange={onChange} />
+      </Td>
     </tr>
   );
 }

@@ -1,25 +1,38 @@
-// One run: its state, profile, liveness and lease; its commands with their result envelopes;
-// the live event timeline; its runner jobs; and the operator's actions (cancel, interrupt,
-// steer), each behind a confirmation.
-import { useMemo } from 'preact/hooks';
-import { api, type Command, type ResultEnvelope, type Run } from '../api.js';
+// One run: its state, what it is doing and for how long, where it came from (session, task),
+// its liveness and lease; its turns with their replies; the live event timeline; its runner
+// jobs; and the operator's actions (cancel, interrupt, steer), each enabled only when it can
+// act and behind a confirmation.
+import { api, type ResultEnvelope, type Run } from '../api.js';
+import { ConfirmAction } from '../confirm.js';
+import { ago } from '../format.js';
 import { useRunEvents } from '../live.js';
-import { renderMarkdown } from '../markdown.js';
 import {
-  ago,
-  ConfirmAction,
+  Duration,
   Empty,
   ErrorBox,
   Field,
+  Id,
   ListHead,
   StateBadge,
+  Td,
   Time,
   useLoad,
 } from '../ui.js';
+import { commandIdsOf, Turns } from './commands.js';
+import { Outcome, RunState, TERMINAL_RUN } from './outcome.js';
 import { Timeline } from './timeline.js';
 
 const REFRESH_MS = 2000;
-const TERMINAL = new Set(['completed', 'failed', 'blocked', 'cancelled']);
+const RUNNER_HOLDS = new Set(['delivered', 'confirmed']);
+
+/** The queue task a run serves, as the queue tags its runs. */
+export function taskOf(run: Run): { taskId: string; attemptId: string | null } | null {
+  const taskId = run.metadata['queueTaskId'];
+  const attemptId = run.metadata['queueAttemptId'];
+  return typeof taskId === 'string'
+    ? { taskId, attemptId: typeof attemptId === 'string' ? attemptId : null }
+    : null;
+}
 
 export function RunDetailView({ runId }: { runId: string }) {
   const live = useRunEvents(runId);
@@ -32,20 +45,23 @@ export function RunDetailView({ runId }: { runId: string }) {
     (e) => e.name?.startsWith('runner.') === true || e.category === 'terminal_status',
   ).length;
   const jobs = useLoad(() => api.runnerJobs(runId), [runId, runnerMoves], REFRESH_MS * 2);
-
-  // Commands are named by their events and by the run record; fetch each with its result.
-  const commandIds = useMemo(() => {
-    const ids = new Set<string>();
-    for (const e of live.events) if (e.commandId) ids.add(e.commandId);
-    if (run.data?.latestCommandId) ids.add(run.data.latestCommandId);
-    return [...ids];
-  }, [live.events, run.data?.latestCommandId]);
+  const latestId = run.data?.latestCommandId ?? null;
+  // The latest command's state, for a manager that does not report the run's activity yet.
+  const latest = useLoad(
+    () => (latestId ? api.getCommand(runId, latestId) : Promise.resolve(null)),
+    [runId, latestId, lastSeq],
+    REFRESH_MS,
+  );
+  const commandIds = commandIdsOf(live.events, latestId);
 
   if (run.error && !run.data)
     return (
       <section>
         <h1>Run {runId}</h1>
-        <ErrorBox error={run.error} title="Could not load this run" />
+        <ErrorBox
+          error={run.error}
+          title={run.error.status === 404 ? 'No such run' : 'Could not load this run'}
+        />
         <p>
           <a href="/runs">← All runs</a>
         </p>
@@ -53,17 +69,27 @@ export function RunDetailView({ runId }: { runId: string }) {
     );
   if (!run.data) return <p class="muted">Loading run…</p>;
   const r = run.data;
-  const liveness = result.data?.liveness;
-  const terminal = TERMINAL.has(r.state);
+  const terminal = TERMINAL_RUN.has(r.state);
+  const turnActive =
+    r.activity !== undefined
+      ? r.activity === 'turn-active'
+      : // A turn a runner holds (delivered, confirmed) can be interrupted or steered.
+        latest.data?.type === 'turn' && RUNNER_HOLDS.has(latest.data.state);
+  const noTurn = terminal ? 'the run has ended' : 'no turn is running';
 
   return (
     <section>
       <header class="view-head">
         <h1>
-          Run <span class="mono">{r.runId}</span>
+          Run <Id value={r.runId} what="run id" />
         </h1>
-        <StateBadge state={r.state} />
-        {r.cancelRequested && !terminal && <span class="sub">cancel requested</span>}
+        <RunState run={r} />
+        <Duration
+          from={r.createdAt}
+          to={r.terminalAt}
+          running={!terminal}
+          label="from creation to its end"
+        />
       </header>
       {run.error && <ErrorBox error={run.error} title="Refresh failed (showing the last answer)" />}
       <div class="actions bar" aria-label="Run actions">
@@ -71,77 +97,49 @@ export function RunDetailView({ runId }: { runId: string }) {
           label="Cancel run"
           question={`Cancel run ${r.runId}? The runner stops its turn and the run ends as cancelled.`}
           danger
-          disabled={terminal}
+          disabled={terminal || r.cancelRequested}
+          why={terminal ? 'the run has ended' : 'cancel already requested'}
           input={{ label: 'Reason (optional)' }}
           onConfirm={(reason) => api.cancelRun(r.runId, reason || 'cancelled from the console')}
         />
         <ConfirmAction
           label="Interrupt"
           question="Interrupt the current turn? The run stays open for another turn."
-          disabled={terminal || commandIds.length === 0}
+          disabled={!turnActive}
+          why={noTurn}
           // The manager targets the run's active turn when none is named.
           onConfirm={() => api.createCommand(r.runId, { type: 'interrupt', payload: {} })}
         />
         <ConfirmAction
           label="Steer"
           question="Send guidance into the running turn:"
-          disabled={terminal}
+          disabled={!turnActive}
+          why={noTurn}
           input={{ label: 'Guidance', required: true, multiline: true }}
           onConfirm={(prompt) => api.createCommand(r.runId, { type: 'steer', payload: { prompt } })}
         />
+        {!turnActive && !terminal && (
+          <span class="sub">Interrupt and Steer act on a running turn.</span>
+        )}
       </div>
       <div class="grid">
         <RunFacts run={r} />
         <div class="panel">
           <h2>Liveness</h2>
           {result.error && !result.data && <ErrorBox error={result.error} />}
-          {liveness ? (
-            <dl>
-              <Field label="Phase">
-                <StateBadge state={liveness.phase} />
-              </Field>
-              <Field label="Idle budget">
-                {liveness.timeoutBudget.state === 'terminal'
-                  ? `stopped: the command ended (idle limit ${ago(liveness.timeoutBudget.timeoutMs)})`
-                  : `${liveness.timeoutBudget.state} · ${ago(liveness.timeoutBudget.remainingMs)} left of ${ago(liveness.timeoutBudget.timeoutMs)}`}
-              </Field>
-              <Field label="Last event">
-                {liveness.lastEventAgeMs === null
-                  ? 'none'
-                  : `#${liveness.lastSeq}, ${ago(liveness.lastEventAgeMs)} ago`}
-              </Field>
-              <Field label="Lease">
-                {liveness.lease.owner ? (
-                  <>
-                    <span class="mono">{liveness.lease.owner}</span>
-                    {liveness.lease.expired ? ' (expired)' : ''}, heartbeat{' '}
-                    {liveness.lease.heartbeatAgeMs === null
-                      ? 'never'
-                      : `${ago(liveness.lease.heartbeatAgeMs)} ago`}
-                  </>
-                ) : (
-                  'not held'
-                )}
-              </Field>
-              <Field label="Next">{liveness.recoveryActions[0]?.action ?? '–'}</Field>
-            </dl>
+          {result.data ? (
+            <Liveness liveness={result.data.liveness} />
           ) : (
             !result.error && <p class="muted">Loading…</p>
           )}
         </div>
       </div>
 
-      <h2>Commands</h2>
-      {commandIds.length === 0 ? (
-        <Empty>No commands yet. Send a turn with POST /api/v1/runs/{r.runId}/commands.</Empty>
-      ) : (
-        commandIds.map((id) => (
-          <CommandCard key={id} runId={r.runId} commandId={id} tick={lastSeq} />
-        ))
-      )}
+      <h2>Turns</h2>
+      <Turns runId={r.runId} ids={commandIds} tick={lastSeq} />
 
-      <h2>Events</h2>
-      <Timeline live={live} />
+      <h2 id="events">Events</h2>
+      <Timeline live={live} repliesShown label={`Events of run ${r.runId}`} />
 
       <h2>Runner jobs</h2>
       {jobs.error && <ErrorBox error={jobs.error} />}
@@ -149,24 +147,32 @@ export function RunDetailView({ runId }: { runId: string }) {
       {jobs.data && jobs.data.runnerJobs.length > 0 && (
         <table class="list">
           <ListHead
-            columns={['Job', 'Phase', 'Launcher', 'Exit', 'Failure', 'Started', 'Finished']}
+            columns={['Job', 'Phase', 'Launcher', 'Exit', 'Failure', 'Started', 'Ran for']}
           />
           <tbody>
             {jobs.data.runnerJobs.map((job) => (
               <tr key={job.runnerJobId}>
-                <td class="mono">{job.jobName}</td>
-                <td>
+                <Td label="Job" class="mono">
+                  {job.jobName}
+                </Td>
+                <Td label="Phase">
                   <StateBadge state={job.phase} />
-                </td>
-                <td>{job.launcher}</td>
-                <td class="num">{job.exitCode ?? '–'}</td>
-                <td>{failureOf(job.terminalSummary)}</td>
-                <td>
+                </Td>
+                <Td label="Launcher">{job.launcher}</Td>
+                <Td label="Exit" class="num">
+                  {job.exitCode ?? '–'}
+                </Td>
+                <Td label="Failure">{failureOf(job.terminalSummary)}</Td>
+                <Td label="Started">
                   <Time at={job.startedAt} />
-                </td>
-                <td>
-                  <Time at={job.finishedAt} />
-                </td>
+                </Td>
+                <Td label="Ran for">
+                  <Duration
+                    from={job.startedAt}
+                    to={job.finishedAt}
+                    running={!job.finishedAt && Boolean(job.startedAt)}
+                  />
+                </Td>
               </tr>
             ))}
           </tbody>
@@ -183,28 +189,74 @@ function failureOf(summary: Record<string, unknown> | null): string {
   return [kind, message].filter((v) => typeof v === 'string' && v).join(': ') || '–';
 }
 
+function Liveness({ liveness }: { liveness: ResultEnvelope['liveness'] }) {
+  return (
+    <dl>
+      <Field label="Phase">
+        <StateBadge state={liveness.phase} />
+      </Field>
+      <Field label="Idle budget">
+        {liveness.timeoutBudget.state === 'terminal'
+          ? `stopped: the command ended (idle limit ${ago(liveness.timeoutBudget.timeoutMs)})`
+          : `${liveness.timeoutBudget.state} · ${ago(liveness.timeoutBudget.remainingMs)} left of ${ago(liveness.timeoutBudget.timeoutMs)}`}
+      </Field>
+      <Field label="Last event">
+        {liveness.lastEventAgeMs === null
+          ? 'none'
+          : `#${liveness.lastSeq}, ${ago(liveness.lastEventAgeMs)} ago`}
+      </Field>
+      <Field label="Lease">
+        {liveness.lease.owner ? (
+          <>
+            <span class="mono">{liveness.lease.owner}</span>
+            {liveness.lease.expired ? ' (expired)' : ''}, heartbeat{' '}
+            {liveness.lease.heartbeatAgeMs === null
+              ? 'never'
+              : `${ago(liveness.lease.heartbeatAgeMs)} ago`}
+          </>
+        ) : (
+          'not held'
+        )}
+      </Field>
+      <Field label="Next">{liveness.recoveryActions[0]?.action ?? '–'}</Field>
+    </dl>
+  );
+}
+
 function RunFacts({ run }: { run: Run }) {
+  const task = taskOf(run);
   return (
     <div class="panel">
       <h2>Run</h2>
       <dl>
+        <Field label="Last outcome">
+          <Outcome run={run} full />
+        </Field>
         <Field label="Tenant / project">
           {run.tenantId} / {run.projectId}
         </Field>
         <Field label="Profile">
           {run.backendProfile} <span class="muted">({run.providerId})</span>
         </Field>
+        {run.sessionRef && (
+          <Field label="Session">
+            <Id
+              value={run.sessionRef.sessionId}
+              what="session id"
+              href={`/sessions/${run.sessionRef.sessionId}`}
+            />
+          </Field>
+        )}
+        {task && (
+          <Field label="Queue task">
+            <Id value={task.taskId} what="task id" href={`/tasks/${task.taskId}`} />
+            {task.attemptId && <div class="sub">attempt {task.attemptId}</div>}
+          </Field>
+        )}
         <Field label="Policy">
           {run.executionPolicy.sandbox}, approval {run.executionPolicy.approval}, network{' '}
           {run.executionPolicy.network}
         </Field>
-        {run.sessionRef && (
-          <Field label="Session">
-            <a href={`/sessions/${run.sessionRef.sessionId}`} class="mono">
-              {run.sessionRef.sessionId}
-            </a>
-          </Field>
-        )}
         <Field label="Lease">
           {run.lease.owner ? <span class="mono">{run.lease.owner}</span> : 'none'} · epoch{' '}
           {run.lease.epoch}
@@ -223,65 +275,13 @@ function RunFacts({ run }: { run: Run }) {
         <Field label="Created">
           <Time at={run.createdAt} />
         </Field>
+        <Field label="Claimed">
+          <Time at={run.claimedAt} />
+        </Field>
         <Field label="Ended">
           <Time at={run.terminalAt} />
         </Field>
       </dl>
     </div>
-  );
-}
-
-function CommandCard(props: { runId: string; commandId: string; tick: number }) {
-  const command = useLoad(
-    () => api.getCommand(props.runId, props.commandId),
-    [props.commandId, props.tick],
-  );
-  const result = useLoad(
-    () => api.commandResult(props.runId, props.commandId),
-    [props.commandId, props.tick],
-  );
-  const c: Command | null = command.data;
-  const res: ResultEnvelope | null = result.data;
-  return (
-    <article class="panel command-card" data-command-id={props.commandId}>
-      <div class="entry-head">
-        <span class="mono">{props.commandId}</span> {c && <strong>{c.type}</strong>}{' '}
-        <StateBadge state={c?.state} />
-        {res?.terminalStatus && <span class="sub">result: {res.terminalStatus}</span>}
-      </div>
-      {command.error && <ErrorBox error={command.error} />}
-      {c && typeof c.payload['prompt'] === 'string' && (
-        <blockquote class="prompt">{c.payload['prompt']}</blockquote>
-      )}
-      {res && (
-        <>
-          {res.reply ? (
-            <div
-              class="markdown reply"
-              // Sanitized by renderMarkdown (marked, then DOMPurify).
-              dangerouslySetInnerHTML={{ __html: renderMarkdown(res.reply) }}
-            />
-          ) : (
-            <p class="muted">{res.completed ? 'No reply.' : 'Waiting for the reply…'}</p>
-          )}
-          {res.blocker && (
-            <p class="bad-text">
-              blocked: <code>{res.blocker.failureKind}</code> {res.blocker.message}
-            </p>
-          )}
-          {res.failureKind && !res.blocker && (
-            <p class="bad-text">
-              <code>{res.failureKind}</code>
-            </p>
-          )}
-          <details>
-            <summary>
-              Result envelope ({res.toolCallSummary.count} tool calls, {res.eventCount} events)
-            </summary>
-            <pre class="output">{JSON.stringify(res, null, 2)}</pre>
-          </details>
-        </>
-      )}
-    </article>
   );
 }

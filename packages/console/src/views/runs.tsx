@@ -1,8 +1,11 @@
 // Runs: the filterable list, newest first, refreshed every few seconds so states stay live.
+// Each row says what the run was asked, how long it has taken and how its last turn ended.
 import { useState } from 'preact/hooks';
-import { api, type RunFilters } from '../api.js';
+import { api, type Run, type RunFilters } from '../api.js';
+import { oneLine } from '../format.js';
 import { navigate } from '../router.js';
-import { Empty, ErrorBox, ListHead, StateBadge, Time, useLoad } from '../ui.js';
+import { Duration, Empty, ErrorBox, Id, ListHead, Pager, Td, Time, useLoad } from '../ui.js';
+import { Outcome, RunState, TERMINAL_RUN } from './outcome.js';
 
 const STATES = ['', 'pending', 'claimed', 'running', 'completed', 'failed', 'blocked', 'cancelled'];
 const FILTERS = ['tenantId', 'projectId', 'backendProfile', 'sessionId'] as const;
@@ -13,16 +16,19 @@ const LABELS: Record<(typeof FILTERS)[number], string> = {
   sessionId: 'Session',
 };
 const REFRESH_MS = 3000;
+const PAGE = 50;
 
 export function RunsView({ query }: { query: URLSearchParams }) {
   const filters: RunFilters = {};
-  for (const name of [...FILTERS, 'state', 'cursor'] as const) {
+  for (const name of [...FILTERS, 'state', 'cursor', 'activity', 'lastOutcome'] as const) {
     const value = query.get(name);
     if (value) filters[name] = value;
   }
+  const limit = Number(query.get('limit')) || PAGE;
   const [draft, setDraft] = useState<RunFilters>(filters);
   const key = query.toString();
-  const page = useLoad(() => api.listRuns({ ...filters, limit: 50 }), [key], REFRESH_MS);
+  const page = useLoad(() => api.listRuns({ ...filters, limit }), [key], REFRESH_MS);
+  const filtered = FILTERS.some((f) => filters[f]) || Boolean(filters.state);
 
   const apply = (next: RunFilters) => {
     const params = new URLSearchParams();
@@ -56,12 +62,14 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             }}
           >
             {STATES.map((s) => (
-              <option value={s}>{s || 'any'}</option>
+              <option key={s} value={s}>
+                {s || 'any'}
+              </option>
             ))}
           </select>
         </label>
         {FILTERS.map((name) => (
-          <label>
+          <label key={name}>
             {LABELS[name]}
             <input
               name={name}
@@ -71,93 +79,83 @@ export function RunsView({ query }: { query: URLSearchParams }) {
             />
           </label>
         ))}
-        <button type="submit" class="primary">
-          Filter
-        </button>
-        {key && (
-          <button
-            type="button"
-            onClick={() => {
-              setDraft({});
-              apply({});
-            }}
-          >
-            Clear
+        <div class="actions">
+          <button type="submit" class="primary">
+            Filter
           </button>
-        )}
+          {key && (
+            <button
+              type="button"
+              onClick={() => {
+                setDraft({});
+                apply({});
+              }}
+            >
+              Clear
+            </button>
+          )}
+        </div>
       </form>
       {page.error && <ErrorBox error={page.error} title="Could not list runs" />}
       {page.loading && !page.data && <p class="muted">Loading runs…</p>}
       {page.data && page.data.runs.length === 0 && (
         <Empty>
-          {key
+          {filtered
             ? 'No run matches these filters.'
             : 'No runs yet. Create one with POST /api/v1/runs, `sessions send` or the queue.'}
         </Empty>
       )}
       {page.data && page.data.runs.length > 0 && (
-        <table class="list">
+        <table class="list runs">
           <ListHead
-            columns={[
-              'Run',
-              'State',
-              'Tenant / project',
-              'Profile',
-              'Events',
-              'Created',
-              'Updated',
-            ]}
+            columns={['Run', 'State', 'Last outcome', 'Duration', 'Profile', 'Project', 'Created']}
           />
           <tbody>
             {page.data.runs.map((run) => (
-              <tr key={run.runId} data-run-id={run.runId}>
-                <td>
-                  <a href={`/runs/${run.runId}`} class="mono">
-                    {run.runId}
-                  </a>
-                  {run.failureKind && run.failureKind !== run.state && (
-                    <div class="sub bad-text">{run.failureKind}</div>
-                  )}
-                </td>
-                <td>
-                  <StateBadge state={run.state} />
-                  {run.cancelRequested && run.state !== 'cancelled' && (
-                    <span class="sub"> cancelling</span>
-                  )}
-                </td>
-                <td>
-                  {run.tenantId} <span class="muted">/</span> {run.projectId}
-                </td>
-                <td>{run.backendProfile}</td>
-                <td class="num">{run.lastSeq}</td>
-                <td>
-                  <Time at={run.createdAt} />
-                </td>
-                <td>
-                  <Time at={run.updatedAt} />
-                </td>
-              </tr>
+              <RunRow key={run.runId} run={run} />
             ))}
           </tbody>
         </table>
       )}
-      {page.data?.nextCursor && (
-        <p>
-          <a href={`/runs?${withCursor(query, page.data.nextCursor)}`}>Older runs →</a>
-        </p>
-      )}
-      {filters.cursor && (
-        <p>
-          <a href={`/runs?${withCursor(query, null)}`}>← Newest runs</a>
-        </p>
-      )}
+      <Pager base="/runs" query={query} nextCursor={page.data?.nextCursor} what="runs" />
     </section>
   );
 }
 
-function withCursor(query: URLSearchParams, cursor: string | null): string {
-  const next = new URLSearchParams(query);
-  if (cursor) next.set('cursor', cursor);
-  else next.delete('cursor');
-  return next.toString();
+function RunRow({ run }: { run: Run }) {
+  return (
+    <tr data-run-id={run.runId}>
+      <Td label="Run" class="primary-cell">
+        <Id value={run.runId} what="run id" href={`/runs/${run.runId}`} />
+        {run.firstPrompt ? (
+          <div class="prompt-line" title={run.firstPrompt}>
+            {oneLine(run.firstPrompt)}
+          </div>
+        ) : (
+          <div class="sub">no prompt yet</div>
+        )}
+      </Td>
+      <Td label="State">
+        <RunState run={run} />
+      </Td>
+      <Td label="Last outcome">
+        <Outcome run={run} />
+      </Td>
+      <Td label="Duration" class="num">
+        <Duration
+          from={run.createdAt}
+          to={run.terminalAt}
+          running={!TERMINAL_RUN.has(run.state)}
+          label="from creation to its end"
+        />
+      </Td>
+      <Td label="Profile">{run.backendProfile}</Td>
+      <Td label="Project">
+        {run.tenantId} <span class="muted">/</span> {run.projectId}
+      </Td>
+      <Td label="Created">
+        <Time at={run.createdAt} />
+      </Td>
+    </tr>
+  );
 }

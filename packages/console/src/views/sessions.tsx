@@ -1,20 +1,43 @@
-// Sessions: the list with unread marks for this console's reader, and one session's output
-// following live (its active or last run's timeline) with a prompt box to send the next turn.
-import { useState } from 'preact/hooks';
-import { api, ApiError } from '../api.js';
-import { useRunEvents } from '../live.js';
-import { Empty, ErrorBox, Field, ListHead, StateBadge, StateTabs, Time, useLoad } from '../ui.js';
-import { Timeline } from './timeline.js';
+// Sessions: the list with unread marks for this console's reader, paged, by state.
+import { api } from '../api.js';
+import {
+  Empty,
+  ErrorBox,
+  Id,
+  ListHead,
+  Pager,
+  StateBadge,
+  StateTabs,
+  Td,
+  Time,
+  useLoad,
+} from '../ui.js';
 
 /** The console reads as one user; unread counts are relative to this reader. */
 export const READER_ID = 'console';
-const STATES = ['idle', 'running', 'terminal', 'unread'];
+const TABS = [
+  { value: '', label: 'all' },
+  { value: 'running', label: 'running' },
+  { value: 'idle', label: 'idle' },
+  { value: 'unread', label: 'unread' },
+  { value: 'terminal', label: 'terminal' },
+];
+const PAGE = 50;
 
 export function SessionsView({ query }: { query: URLSearchParams }) {
   const state = query.get('state') ?? '';
+  const cursor = query.get('cursor') ?? undefined;
+  const limit = Number(query.get('limit')) || PAGE;
   const page = useLoad(
-    () => api.listSessions({ readerId: READER_ID, ...(state && { state }) }),
-    [state],
+    () =>
+      api.listSessions({
+        readerId: READER_ID,
+        // No tab chosen: every session (the API's own default is running and unread only).
+        state: state || 'all',
+        ...(cursor && { cursor }),
+        limit,
+      }),
+    [query.toString()],
     3000,
   );
   const unread = page.data?.sessions.filter((s) => s.reader?.unread).length ?? 0;
@@ -28,7 +51,7 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
           </span>
         )}
       </header>
-      <StateTabs base="/sessions" states={STATES} current={state} label="Session state" />
+      <StateTabs base="/sessions" options={TABS} current={state} label="Session state" />
       {page.error && <ErrorBox error={page.error} title="Could not list sessions" />}
       {page.loading && !page.data && <p class="muted">Loading sessions…</p>}
       {page.data?.sessions.length === 0 && (
@@ -43,141 +66,44 @@ export function SessionsView({ query }: { query: URLSearchParams }) {
           />
           <tbody>
             {page.data.sessions.map((s) => (
-              <tr key={s.sessionId} class={s.reader?.unread ? 'unread' : ''}>
-                <td>
-                  <a href={`/sessions/${s.sessionId}`} class="mono">
-                    {s.sessionId}
-                  </a>
+              <tr
+                key={s.sessionId}
+                class={s.reader?.unread ? 'unread' : ''}
+                data-session-id={s.sessionId}
+              >
+                <Td label="Session" class="primary-cell">
+                  <Id value={s.sessionId} what="session id" href={`/sessions/${s.sessionId}`} />
                   <div class="sub">{s.sessionPath}</div>
-                </td>
-                <td>
+                </Td>
+                <Td label="State">
                   <StateBadge state={s.executionState} />
-                </td>
-                <td>
+                </Td>
+                <Td label="Unread">
                   {s.reader?.unread ? (
                     <span class="dot" title="unread output">
-                      ●
+                      ● <span class="sr-only">unread</span>
                     </span>
                   ) : (
-                    ''
+                    <span class="muted">–</span>
                   )}
-                </td>
-                <td>{s.backendProfile}</td>
-                <td>{s.lastOutcome ?? '–'}</td>
-                <td>
+                </Td>
+                <Td label="Profile">{s.backendProfile}</Td>
+                <Td label="Last outcome">
+                  {s.lastOutcome ? (
+                    <StateBadge state={s.lastOutcome} />
+                  ) : (
+                    <span class="muted">–</span>
+                  )}
+                </Td>
+                <Td label="Updated">
                   <Time at={s.updatedAt} />
-                </td>
+                </Td>
               </tr>
             ))}
           </tbody>
         </table>
       )}
-    </section>
-  );
-}
-
-export function SessionDetailView({ sessionId }: { sessionId: string }) {
-  const session = useLoad(() => api.getSession(sessionId, READER_ID), [sessionId], 2000);
-  const s = session.data;
-  const runId = s ? (s.activeRunId ?? s.lastRunId) : null;
-  const live = useRunEvents(runId);
-  const [prompt, setPrompt] = useState('');
-  const [sending, setSending] = useState(false);
-  const [sendError, setSendError] = useState<ApiError | null>(null);
-  const [sent, setSent] = useState<string | null>(null);
-
-  if (session.error && !s)
-    return (
-      <section>
-        <h1>Session {sessionId}</h1>
-        <ErrorBox error={session.error} title="Could not load this session" />
-      </section>
-    );
-  if (!s) return <p class="muted">Loading session…</p>;
-
-  const send = async () => {
-    if (!prompt.trim()) return;
-    setSending(true);
-    setSendError(null);
-    try {
-      const answer = await api.sendPrompt(s.sessionId, prompt.trim());
-      setSent(
-        answer.decision === 'steer'
-          ? 'Sent as guidance into the running turn.'
-          : `Started run ${answer.run?.runId ?? ''}.`,
-      );
-      setPrompt('');
-      session.reload();
-    } catch (e) {
-      setSendError(e instanceof ApiError ? e : new ApiError(0, 'console-error', String(e), null));
-    } finally {
-      setSending(false);
-    }
-  };
-
-  return (
-    <section>
-      <header class="view-head">
-        <h1>
-          Session <span class="mono">{s.sessionId}</span>
-        </h1>
-        <StateBadge state={s.executionState} />
-        {s.reader?.unread && (
-          <button onClick={() => void api.markRead(s.sessionId, READER_ID).then(session.reload)}>
-            Mark read
-          </button>
-        )}
-      </header>
-      <div class="panel">
-        <dl>
-          <Field label="Path">{s.sessionPath}</Field>
-          <Field label="Profile">{s.backendProfile}</Field>
-          <Field label="Run">
-            {runId ? (
-              <a href={`/runs/${runId}`} class="mono">
-                {runId}
-              </a>
-            ) : (
-              'none yet'
-            )}
-            {s.activeRunId ? ' (active)' : ''}
-          </Field>
-          <Field label="Last outcome">{s.lastOutcome ?? '–'}</Field>
-          {s.supervisor && <Field label="Next">{s.supervisor.next}</Field>}
-        </dl>
-      </div>
-      <form
-        class="panel send"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void send();
-        }}
-      >
-        <label for="prompt">
-          Send a prompt{' '}
-          <span class="muted">
-            (steers the running turn, or starts a new run; Ctrl+Enter sends)
-          </span>
-        </label>
-        <textarea
-          id="prompt"
-          rows={3}
-          value={prompt}
-          onInput={(e) => setPrompt(e.currentTarget.value)}
-          onKeyDown={(e) => {
-            if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) void send();
-          }}
-        />
-        <div class="actions">
-          <button type="submit" class="primary" disabled={sending || !prompt.trim()}>
-            {sending ? 'Sending…' : 'Send'}
-          </button>
-          {sent && <span class="ok-text">{sent}</span>}
-        </div>
-        {sendError && <ErrorBox error={sendError} title="Not sent" />}
-      </form>
-      <h2>Output</h2>
-      {runId ? <Timeline live={live} /> : <Empty>No run in this session yet.</Empty>}
+      <Pager base="/sessions" query={query} nextCursor={page.data?.nextCursor} what="sessions" />
     </section>
   );
 }

@@ -38,6 +38,8 @@ export const QUEUE_PAGE_DEFAULT = 50;
 export const QUEUE_PAGE_MAX = 200;
 export const DEFAULT_MAX_ATTEMPTS = 3;
 export const MAX_ATTEMPTS_LIMIT = 20;
+/** Attempts a task view lists (manual dispatches and recoveries may add to maxAttempts). */
+export const TASK_ATTEMPTS_SHOWN = 100;
 export const TASK_REFERENCE_KINDS = [
   'issue',
   'pr',
@@ -229,6 +231,8 @@ export const Task = Type.Object({
   executionPolicy: Nullable(JsonObject),
   references: Type.Array(TaskReference),
   judgeRuns: Type.Array(JudgeRun),
+  /** Every attempt, oldest first (the newest TASK_ATTEMPTS_SHOWN when there are more). */
+  attempts: Type.Array(Attempt),
   scheduling: TaskScheduling,
   cancelReason: Nullable(Type.String()),
   terminalAt: Nullable(Timestamp),

@@ -245,6 +245,8 @@ export const Run = Type.Object(
     claimedAt: Nullable(Timestamp),
     terminalAt: Nullable(Timestamp),
     cancelRequested: Type.Boolean(),
+    /** Listings only: the prompt of the run's first turn, its first 200 characters. */
+    firstPrompt: Type.Optional(Nullable(Type.String())),
   },
   { $id: 'Run' },
 );

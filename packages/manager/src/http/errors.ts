@@ -9,11 +9,18 @@ import {
 
 const MAX_ISSUES = 10;
 
+/** A not-found answer for the paths a page owns (the console's), undefined for every other. */
+export type PageNotFound = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+) => FastifyReply | undefined;
+
 /**
  * The one error handler. 4xx: the structured body, logged at warn. 5xx: logged with the stack,
- * answered with a generic message and the traceId to find the log line.
+ * answered with a generic message and the traceId to find the log line. An unknown path is a
+ * JSON `not-found`, unless `pages` answers it.
  */
-export function registerErrorHandling(app: FastifyInstance): void {
+export function registerErrorHandling(app: FastifyInstance, pages?: PageNotFound): void {
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const failure = classify(error);
     // A client still sending a large body reads no answer if the connection closes under it:
@@ -35,7 +42,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return sendFailure(request, reply, failure);
   });
 
-  app.setNotFoundHandler(notFound);
+  app.setNotFoundHandler((request, reply) => pages?.(request, reply) ?? notFound(request, reply));
 }
 
 export function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {

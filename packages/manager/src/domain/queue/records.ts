@@ -145,6 +145,7 @@ export function toTask(
   references: Selectable<QueueTaskReferencesTable>[],
   judgeRuns: Selectable<QueueJudgeRunsTable>[],
   settings: SchedulerSettings,
+  attempts: AttemptRow[] = [],
 ): Task {
   return {
     ...toSummary(row, attempt, { full: false }),
@@ -164,6 +165,7 @@ export function toTask(
       ...(r.title ? { title: r.title } : {}),
     })),
     judgeRuns: judgeRuns.map(toJudgeRun),
+    attempts: attempts.map(toAttempt),
     scheduling: schedulingOf(row, settings),
     cancelReason: row.cancel_reason,
     terminalAt: iso(row.terminal_at),

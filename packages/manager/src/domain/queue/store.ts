@@ -115,6 +115,22 @@ export async function findAttempts(db: Executor, attemptIds: string[]): Promise<
     .execute();
 }
 
+/** A task's attempts, oldest first: the newest `limit` of them. */
+export async function listAttempts(
+  db: Executor,
+  taskId: string,
+  limit: number,
+): Promise<AttemptRow[]> {
+  const rows = await db
+    .selectFrom('queue_attempts')
+    .selectAll()
+    .where('task_id', '=', taskId)
+    .orderBy('retry_index', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.reverse();
+}
+
 export async function openAttempt(db: Executor, taskId: string): Promise<AttemptRow | undefined> {
   return db
     .selectFrom('queue_attempts')

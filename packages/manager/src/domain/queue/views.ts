@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import {
   QUEUE_PAGE_DEFAULT,
   ServiceError,
+  TASK_ATTEMPTS_SHOWN,
   type Task,
   type TaskListQuery,
   type TaskPage,
@@ -15,6 +16,7 @@ import {
   findAttempt,
   findAttempts,
   findTask,
+  listAttempts,
   listJudgeRuns,
   listReferences,
   type AttemptRow,
@@ -33,12 +35,13 @@ export async function getTaskRow(db: Executor, taskId: string): Promise<TaskRow>
 
 export async function getTask(ctx: Pick<Ctx, 'db' | 'config'>, taskId: string): Promise<Task> {
   const row = await getTaskRow(ctx.db, taskId);
-  const [attempt, references, judgeRuns] = await Promise.all([
+  const [attempt, references, judgeRuns, attempts] = await Promise.all([
     row.latest_attempt_id ? findAttempt(ctx.db, row.latest_attempt_id) : Promise.resolve(undefined),
     listReferences(ctx.db, taskId),
     listJudgeRuns(ctx.db, taskId),
+    listAttempts(ctx.db, taskId, TASK_ATTEMPTS_SHOWN),
   ]);
-  return toTask(row, attempt ?? null, references, judgeRuns, ctx.config.scheduler);
+  return toTask(row, attempt ?? null, references, judgeRuns, ctx.config.scheduler, attempts);
 }
 
 /** Latest attempts of a page of tasks, in one query. */

@@ -4,6 +4,9 @@ import { dbNow } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
 import { toRun } from './records.js';
 
+/** Characters of the first prompt a listing carries. */
+const FIRST_PROMPT_CHARS = 200;
+
 /**
  * Keyset position over (created_at desc, run_id desc). created_at is kept in microseconds
  * since the epoch: a millisecond Date would skip or repeat runs created within one millisecond.
@@ -48,7 +51,14 @@ export async function listRuns(ctx: Ctx, query: RunListQuery): Promise<RunPage> 
   let q = ctx.db
     .selectFrom('runs')
     .selectAll()
-    .select(sql<string>`(extract(epoch from created_at) * 1000000)::bigint::text`.as('created_us'));
+    .select(sql<string>`(extract(epoch from created_at) * 1000000)::bigint::text`.as('created_us'))
+    // What the run was asked first, for a list a person scans (the commands' (run_id, seq) key).
+    .select(
+      sql<string | null>`(SELECT left(c.payload->>'prompt', ${FIRST_PROMPT_CHARS}) FROM commands c
+        WHERE c.run_id = runs.run_id AND c.type = 'turn' ORDER BY c.seq LIMIT 1)`.as(
+        'first_prompt',
+      ),
+    );
   if (query.tenantId !== undefined) q = q.where('tenant_id', '=', query.tenantId);
   if (query.projectId !== undefined) q = q.where('project_id', '=', query.projectId);
   if (query.backendProfile !== undefined) q = q.where('backend_profile', '=', query.backendProfile);
@@ -75,7 +85,7 @@ export async function listRuns(ctx: Ctx, query: RunListQuery): Promise<RunPage> 
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {
-    runs: page.map((row) => toRun(row, now)),
+    runs: page.map((row) => ({ ...toRun(row, now), firstPrompt: row.first_prompt })),
     nextCursor:
       rows.length > limit && last
         ? encodeCursor({ micros: last.created_us, runId: last.run_id })
