@@ -40,6 +40,7 @@ import type { Store } from './store/db.js';
 import { QUEUE_WAKE_KEY } from './store/wakeups.js';
 import type { LoopState } from './domain/scheduler/view.js';
 import { schedulerRoutes } from './routes/scheduler.js';
+import { WatchSlots } from './domain/runs/watch-slots.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -125,6 +126,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     logger: deps.logger,
     redactor: deps.redactor,
     hooks,
+    watches: new WatchSlots(deps.config.watch.maxWatches),
   };
 
   // Everything under /api/v1 (and /metrics): inside the one authenticated scope, registered

@@ -33,6 +33,8 @@ It takes no arguments; it is configured by its environment, among others:
   HOST, PORT          where to listen (default 127.0.0.1:8080)
   SVC_API_KEY_FILE    the API key clients present
   SVC_DEPLOYMENT_MODE local (default) or runtime
+  SVC_MAX_WATCHES     client long-polls and event streams open at once (default 200;
+                      one more is answered 429 with Retry-After)
 See README.md and docs/operations.md for every variable.
 
 Exit codes: 0 stopped cleanly · 1 a failure · 2 bad configuration · 3 a migration failed ·

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Id, JsonObject, Nullable, StringEnum, Text, Timestamp } from './common.js';
+import { Id, JsonObject, Nullable, SAFE_INT_MAX, StringEnum, Text, Timestamp } from './common.js';
 import { ExecutionPolicyInput, ResourceBundleRef, SessionRef, WorkspaceRef } from './runs.js';
 import { RunnerJobCreateBody, WorkReadySummary } from './runner-jobs.js';
 import { JudgeSpec, TaskRetryPolicy, TaskScheduling } from './scheduler.js';
@@ -243,7 +243,7 @@ export const TaskListQuery = Type.Object(
     cursor: Type.Optional(Type.String({ maxLength: 400, pattern: '^[A-Za-z0-9_-]+$' })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: QUEUE_PAGE_MAX })),
     /** A changeSeq watermark: only tasks changed after it, in changeSeq order. */
-    updatedAfter: Type.Optional(Type.Integer({ minimum: 0 })),
+    updatedAfter: Type.Optional(Type.Integer({ minimum: 0, maximum: SAFE_INT_MAX })),
     view: Type.Optional(StringEnum(['summary', 'full'] as const)),
   },
   { additionalProperties: false },

@@ -19,6 +19,8 @@ export const NETWORK_LEVELS = ['disabled', 'enabled'] as const;
 export type SandboxLevel = (typeof SANDBOX_LEVELS)[number];
 export type ApprovalLevel = (typeof APPROVAL_LEVELS)[number];
 export type NetworkLevel = (typeof NETWORK_LEVELS)[number];
+/** The longest idle budget any policy may name (7 days); the configured ceiling is lower. */
+export const MAX_POLICY_TIMEOUT_MS = 604_800_000;
 
 export const WorkspaceRef = Type.Union([
   Type.Object(
@@ -74,7 +76,7 @@ export const ExecutionPolicyInput = Type.Object(
     sandbox: Type.Optional(StringEnum(SANDBOX_LEVELS)),
     approval: Type.Optional(StringEnum(APPROVAL_LEVELS)),
     network: Type.Optional(StringEnum(NETWORK_LEVELS)),
-    timeoutMs: Type.Optional(Type.Integer({ minimum: 1000 })),
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 1000, maximum: MAX_POLICY_TIMEOUT_MS })),
     secretScope: Type.Optional(
       Type.Object(
         {
