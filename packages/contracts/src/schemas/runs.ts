@@ -11,6 +11,7 @@ import {
   Timestamp,
   StringEnum,
 } from './common.js';
+import { COMMAND_STATES, COMMAND_TYPES } from './commands.js';
 
 export const SANDBOX_LEVELS = ['read-only', 'workspace-write', 'danger-full-access'] as const;
 /** Narrow to wide: `on-request` lets the agent ask to escalate (the headless runner declines). */
@@ -223,6 +224,26 @@ export const LeaseSummary = Type.Object({
 });
 export type LeaseSummary = Static<typeof LeaseSummary>;
 
+/**
+ * What a run is doing now: `waiting-runner` (open, a turn waits for a runner to take and
+ * acknowledge it), `turn-active` (a turn is acknowledged and not terminal), `idle` (open, no
+ * turn open), `closed` (the run is terminal).
+ */
+export const RUN_ACTIVITIES = ['waiting-runner', 'turn-active', 'idle', 'closed'] as const;
+export type RunActivity = (typeof RUN_ACTIVITIES)[number];
+
+/** How the run's latest turn (or resume) command stands: its outcome once it ended. */
+export const LastCommand = Type.Object({
+  commandId: Type.String(),
+  type: StringEnum(COMMAND_TYPES),
+  state: StringEnum(COMMAND_STATES),
+  failureKind: Nullable(Type.String()),
+  message: Nullable(Type.String()),
+  /** When it reached its terminal state; null while it is open. */
+  endedAt: Nullable(Timestamp),
+});
+export type LastCommand = Static<typeof LastCommand>;
+
 export const Run = Type.Object(
   {
     runId: Type.String(),
@@ -242,6 +263,12 @@ export const Run = Type.Object(
     lease: LeaseSummary,
     lastSeq: Type.Integer(),
     latestCommandId: Nullable(Type.String()),
+    activity: StringEnum(RUN_ACTIVITIES, {
+      description:
+        'waiting-runner: a turn waits for a runner; turn-active: a turn is acknowledged and not terminal; idle: open, no turn open; closed: the run is terminal',
+    }),
+    /** The run's latest turn or resume command (steers and interrupts act on a turn). */
+    lastCommand: Nullable(LastCommand),
     createdAt: Timestamp,
     updatedAt: Timestamp,
     claimedAt: Nullable(Timestamp),

@@ -22,8 +22,8 @@ import type { Ctx } from '../context.js';
 import { managerEvent, writeEvents } from './event-log.js';
 import { mintLeaseToken, tokenHash } from '../caller-tokens.js';
 import { assertLeaseOwner, leaseConflict, ownerDetails } from './lease-checks.js';
-import { toCommand, toRun } from './records.js';
-import { getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
+import { toCommand } from './records.js';
+import { getRun, getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
 import { PREPARED } from '../../store/prepared.js';
 
 export async function registerRunner(
@@ -174,7 +174,7 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
     leaseTakeovers.inc();
   }
   return {
-    run: toRun(run, outcome.now),
+    run: await getRun(ctx, runId),
     lease: leaseGrant(run, ttl),
     leaseToken,
     recovered: outcome.previousOwner !== null,
