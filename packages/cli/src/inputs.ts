@@ -71,6 +71,22 @@ export async function promptText(source: PromptSource, stdinTaken: boolean): Pro
   return text;
 }
 
+/**
+ * A comma-separated list of known values (`--state failed,blocked`): a value outside them is a
+ * usage error naming the values allowed; nothing is sent.
+ */
+export function listOption(name: string, allowed: readonly string[]) {
+  return (raw: string): string => {
+    const values = raw.split(',').map((v) => v.trim());
+    const unknown = values.filter((v) => !allowed.includes(v));
+    if (values.length === 0 || unknown.length > 0)
+      throw new UsageError(
+        `${name} ${JSON.stringify(raw)}: ${unknown.length > 0 ? `unknown ${unknown.map((v) => JSON.stringify(v)).join(', ')}; ` : ''}allowed: ${allowed.join(', ')} (several comma-separated)`,
+      );
+    return [...new Set(values)].join(',');
+  };
+}
+
 /** A non-negative integer option. */
 export function intOption(name: string, max = Number.MAX_SAFE_INTEGER, min = 0) {
   return (raw: string): number => {

@@ -1,6 +1,8 @@
 import {
   EVENTS_PAGE_MAX,
+  RUN_ACTIVITIES,
   RUN_STATES,
+  TERMINAL_COMMAND_STATES,
   RUNS_PAGE_MAX,
   type ApiClient,
   type EventPage,
@@ -9,7 +11,7 @@ import {
   type RunPage,
 } from '@svc/contracts';
 import { stateTone } from './colour.js';
-import { intOption } from './inputs.js';
+import { intOption, listOption } from './inputs.js';
 import { commandLine, livenessLines, runHead, runLines, runPageLines } from './format/runs.js';
 import { Cli } from './run.js';
 import { runEvents, runPath, type RunEventFlags } from './runs-follow.js';
@@ -18,6 +20,8 @@ interface ListFlags {
   tenant?: string;
   project?: string;
   state?: string;
+  activity?: string;
+  lastOutcome?: string;
   profile?: string;
   session?: string;
   createdAfter?: string;
@@ -39,6 +43,8 @@ function nextListCommand(flags: ListFlags, cursor: string): string {
   add('tenant', flags.tenant);
   add('project', flags.project);
   add('state', flags.state);
+  add('activity', flags.activity);
+  add('last-outcome', flags.lastOutcome);
   add('profile', flags.profile);
   add('session', flags.session);
   add('created-after', flags.createdAfter);
@@ -56,7 +62,21 @@ export function runsProgram(): Cli {
     .description('list runs, newest first')
     .option('--tenant <tenantId>', 'only this tenant')
     .option('--project <projectId>', 'only this project')
-    .option('--state <states>', `${RUN_STATES.join(', ')}; several comma-separated`)
+    .option(
+      '--state <states>',
+      `${RUN_STATES.join(', ')}; several comma-separated`,
+      listOption('--state', RUN_STATES),
+    )
+    .option(
+      '--activity <activities>',
+      `what the run does now: ${RUN_ACTIVITIES.join(', ')}; several comma-separated`,
+      listOption('--activity', RUN_ACTIVITIES),
+    )
+    .option(
+      '--last-outcome <states>',
+      `how its latest turn ended: ${TERMINAL_COMMAND_STATES.join(', ')}; several comma-separated`,
+      listOption('--last-outcome', TERMINAL_COMMAND_STATES),
+    )
     .option('--profile <profile>', 'only this backend profile')
     .option('--session <sessionId>', 'only the runs of this session')
     .option('--created-after <time>', 'created strictly after this ISO 8601 instant')
@@ -74,6 +94,8 @@ export function runsProgram(): Cli {
             tenantId: flags.tenant,
             projectId: flags.project,
             state: flags.state,
+            activity: flags.activity,
+            lastOutcome: flags.lastOutcome,
             backendProfile: flags.profile,
             sessionId: flags.session,
             createdAfter: flags.createdAfter,

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { createSession, runBody, startTestManager, TestRunner, type TestManager } from './helpers.js';
+import {
+  createSession,
+  runBody,
+  startTestManager,
+  TestRunner,
+  type TestManager,
+} from './helpers.js';
 import { requestNumberFields, type NumberField } from './schema-bounds.js';
 
 /**
@@ -104,11 +110,14 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
 };
 
 const fill = (path: string) =>
-  (path.endsWith('/events/stream') ? path.replace('{runId}', '{endedRunId}') : path).replace(/\{(\w+)\}/g, (_, name: string) => {
-    const id = ids[name];
-    assert.ok(id, `no id for path parameter ${name}`);
-    return encodeURIComponent(id);
-  });
+  (path.endsWith('/events/stream') ? path.replace('{runId}', '{endedRunId}') : path).replace(
+    /\{(\w+)\}/g,
+    (_, name: string) => {
+      const id = ids[name];
+      assert.ok(id, `no id for path parameter ${name}`);
+      return encodeURIComponent(id);
+    },
+  );
 
 const key = (f: NumberField) => `${f.method} ${f.path}`;
 

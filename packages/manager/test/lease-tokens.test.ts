@@ -175,9 +175,7 @@ describe('lease tokens', () => {
     const taken = await replacement.claim('replacement');
     assert.equal(taken.status, 200, taken.raw);
     for (const [what, call] of Object.entries(fencedCalls(old, commandId)))
-      assertRefused(await call(), `old owner ${what}`, 'rnr-tokennew', [
-        replacement.leaseToken!,
-      ]);
+      assertRefused(await call(), `old owner ${what}`, 'rnr-tokennew', [replacement.leaseToken!]);
     // The old token with the new owner's public runnerId is refused too.
     const spoof = new TestRunner(t, 'rnr-tokennew', runId);
     spoof.leaseToken = old.leaseToken;

@@ -149,7 +149,13 @@ describe('run activity and last command', () => {
     // Metrics count it as failed, by its failure kind.
     const metrics = (await t.api('GET', '/metrics')).raw;
     const value = (line: string) =>
-      Number(metrics.split('\n').find((l) => l.startsWith(line))?.split(' ').at(-1) ?? 'NaN');
+      Number(
+        metrics
+          .split('\n')
+          .find((l) => l.startsWith(line))
+          ?.split(' ')
+          .at(-1) ?? 'NaN',
+      );
     assert.ok(value('svc_runs{state="failed"}') >= 1, 'svc_runs counts the failed run');
     assert.ok(
       value('svc_runs_failed{state="failed",failure_kind="provider-auth-failed"}') >= 1,
@@ -212,7 +218,9 @@ describe('run activity and last command', () => {
         play: async (runner, runId) => {
           const c = await turn(runId);
           await runner.ack(c);
-          const blocked = await runner.finish(c, 'blocked', { failureKind: 'tenant-policy-denied' });
+          const blocked = await runner.finish(c, 'blocked', {
+            failureKind: 'tenant-policy-denied',
+          });
           assert.equal(blocked.status, 200, blocked.raw);
           assert.notEqual((await getRun(runId)).state, 'blocked', 'the run is still open');
         },

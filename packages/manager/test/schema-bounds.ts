@@ -24,7 +24,13 @@ function resolve(doc: any, schema: Schema | undefined): Schema | undefined {
   return resolve(doc, doc.components?.schemas?.[name]);
 }
 
-function walk(doc: any, schema: Schema | undefined, at: string[], seen: Set<Schema>, out: (s: Schema, at: string[]) => void) {
+function walk(
+  doc: any,
+  schema: Schema | undefined,
+  at: string[],
+  seen: Set<Schema>,
+  out: (s: Schema, at: string[]) => void,
+) {
   const s = resolve(doc, schema);
   if (!s || seen.has(s)) return;
   seen.add(s);
@@ -37,7 +43,9 @@ function walk(doc: any, schema: Schema | undefined, at: string[], seen: Set<Sche
   if (s['items']) walk(doc, s['items'], [...at, '[]'], seen, out);
   if (s['additionalProperties'] && typeof s['additionalProperties'] === 'object')
     walk(doc, s['additionalProperties'], [...at, '*'], seen, out);
-  for (const [pattern, child] of Object.entries((s['patternProperties'] as Record<string, Schema>) ?? {}))
+  for (const [pattern, child] of Object.entries(
+    (s['patternProperties'] as Record<string, Schema>) ?? {},
+  ))
     walk(doc, child, [...at, `/${pattern}/`], seen, out);
   seen.delete(s);
 }
@@ -55,8 +63,12 @@ export function requestNumberFields(doc: any): NumberField[] {
           in: where,
           pointer,
           type: types.includes('integer') ? 'integer' : 'number',
-          minimum: s['minimum'] ?? (s['exclusiveMinimum'] !== undefined ? s['exclusiveMinimum'] + 1 : undefined),
-          maximum: s['maximum'] ?? (s['exclusiveMaximum'] !== undefined ? s['exclusiveMaximum'] - 1 : undefined),
+          minimum:
+            s['minimum'] ??
+            (s['exclusiveMinimum'] !== undefined ? s['exclusiveMinimum'] + 1 : undefined),
+          maximum:
+            s['maximum'] ??
+            (s['exclusiveMaximum'] !== undefined ? s['exclusiveMaximum'] - 1 : undefined),
         });
       };
       for (const p of (op.parameters as any[]) ?? [])

@@ -94,8 +94,16 @@ export class StoreGauges {
       .then((counts) => {
         this.#at = Date.now();
         publish(runs, 'state', RUN_STATES, counts.runs);
-        const closed = TERMINAL_RUN_STATES.reduce((n, state) => n + (counts.runs.get(state) ?? 0), 0);
-        publish(activities, 'activity', RUN_ACTIVITIES, new Map([...counts.activities, ['closed', closed]]));
+        const closed = TERMINAL_RUN_STATES.reduce(
+          (n, state) => n + (counts.runs.get(state) ?? 0),
+          0,
+        );
+        publish(
+          activities,
+          'activity',
+          RUN_ACTIVITIES,
+          new Map([...counts.activities, ['closed', closed]]),
+        );
         failures.reset();
         for (const [key, n] of counts.failures) {
           const [state = '', kind = ''] = key.split(' ');

@@ -65,7 +65,6 @@ export function runViews(db: Executor) {
     ]);
 }
 
-
 /** One run with its facts and the database clock (leases are judged by it), in one statement. */
 export async function findRunView(
   db: Executor,

@@ -34,13 +34,28 @@ export function closingOutcome(
   const message = last.message ?? `last turn ${last.state}`;
   switch (last.state) {
     case 'failed':
-      return { state: 'failed', failureKind: last.failure_kind ?? 'backend-failed', message, details };
+      return {
+        state: 'failed',
+        failureKind: last.failure_kind ?? 'backend-failed',
+        message,
+        details,
+      };
     case 'blocked':
-      return { state: 'blocked', failureKind: last.failure_kind ?? 'backend-failed', message, details };
+      return {
+        state: 'blocked',
+        failureKind: last.failure_kind ?? 'backend-failed',
+        message,
+        details,
+      };
     case 'cancelled':
       return { state: 'cancelled', failureKind: 'cancelled', message, details };
     case 'expired':
-      return { state: 'failed', failureKind: last.failure_kind ?? 'command-expired', message, details };
+      return {
+        state: 'failed',
+        failureKind: last.failure_kind ?? 'command-expired',
+        message,
+        details,
+      };
     default:
       // Not terminal: the caller refuses to close a run with unfinished commands first.
       return undefined;
