@@ -27,7 +27,7 @@ import { healthRoutes } from './routes/health.js';
 import { runnerRoutes } from './routes/runner.js';
 import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
-import { followTerminal } from './domain/queue/follow.js';
+import { followAcknowledged, followTerminal } from './domain/queue/follow.js';
 import { judgeTurnEnded } from './domain/scheduler/judge.js';
 import { sessionHooks } from './domain/sessions/hooks.js';
 import type { SessionVolumes } from './sessions/volumes.js';
@@ -109,6 +109,10 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       await sessions.onTerminal?.(trx, change);
       if ((await followTerminal(trx, change)) || (await judgeTurnEnded(trx, change)))
         await deps.store.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
+    },
+    // A queue attempt's task reads `running` from the acknowledgement of its turn on.
+    onAcknowledged: async (trx, change) => {
+      await followAcknowledged(trx, change.commandId);
     },
     afterRunCancelled: (runId) =>
       stopJobsOfCancelledRun(

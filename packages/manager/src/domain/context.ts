@@ -51,6 +51,8 @@ export interface DomainHooks {
   afterRunCancelled?(runId: string): void;
   /** A command or run reached a terminal state (inside its transaction). */
   onTerminal(trx: Tx, change: TerminalChange): Promise<void>;
+  /** A runner acknowledged a command: its work started (inside the acknowledging transaction). */
+  onAcknowledged?(trx: Tx, change: { runId: string; commandId: string }): Promise<void>;
 }
 
 export interface TerminalChange {
