@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { Id, JsonObject, Nullable, SAFE_INT_MAX, StringEnum, Text, Timestamp } from './common.js';
 import { ExecutionPolicyInput, ResourceBundleRef, SessionRef, WorkspaceRef } from './runs.js';
 import { RunnerJobCreateBody, WorkReadySummary } from './runner-jobs.js';
-import { JudgeSpec, TaskRetryPolicy, TaskScheduling } from './scheduler.js';
+import { JudgeSpec, TaskRetryPolicy, TaskScheduling, TaskWaiting } from './scheduler.js';
 import { Supervisor } from './sessions.js';
 
 /**
@@ -166,7 +166,12 @@ const summaryFields = {
   sessionId: Nullable(Type.String()),
   sessionPath: Nullable(Type.String()),
   latestAttempt: Nullable(Attempt),
-  /** The `sessions` command to run next for this task, when it has a session. */
+  /** Why the task waits, when it does (queued, dispatched, or failed with a retry coming). */
+  waiting: Nullable(TaskWaiting),
+  /**
+   * The command to run next: never a dispatch the scheduler will make itself or would refuse
+   * (capacity, a busy session); a waiting task points at `queue show`.
+   */
   next: Nullable(Type.String()),
   version: Type.Integer(),
   changeSeq: Type.Integer(),
