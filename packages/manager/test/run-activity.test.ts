@@ -14,11 +14,14 @@ import { runBody, startTestManager, TestRunner, type TestManager } from './helpe
  * pool (each connection binds the driver's query when it connects).
  */
 let statements = 0;
-const driverQuery = pg.Client.prototype.query;
-pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+const prototype = pg.Client.prototype as unknown as {
+  query: (this: pg.Client, ...args: unknown[]) => unknown;
+};
+const driverQuery = prototype.query;
+prototype.query = function (this: pg.Client, ...args: unknown[]) {
   statements += 1;
-  return (driverQuery as (...a: unknown[]) => unknown).apply(this, args);
-} as typeof driverQuery;
+  return driverQuery.apply(this, args);
+};
 
 let t: TestManager;
 before(async () => {
@@ -27,7 +30,7 @@ before(async () => {
 });
 after(async () => {
   await t.close();
-  pg.Client.prototype.query = driverQuery;
+  prototype.query = driverQuery;
 });
 
 let serial = 0;
@@ -183,7 +186,7 @@ describe('run activity and last command', () => {
       },
       {
         name: 'no turn at all',
-        play: async () => undefined,
+        play: () => Promise.resolve(),
         state: 'completed',
         failureKind: null,
       },
