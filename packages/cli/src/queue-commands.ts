@@ -23,6 +23,7 @@ import {
   pageLines,
   readLines,
   taskLines,
+  waitingLine,
 } from './format/tasks.js';
 
 const BASE = '/api/v1/queue';
@@ -76,7 +77,8 @@ export function queueProgram(): Cli {
         inv.out.line(
           `submitted ${answer.taskId} (${answer.state}, priority ${answer.priority}) to ${answer.queue}/${answer.lane}`,
         );
-        inv.out.line(`  next: queue dispatch ${answer.taskId}`);
+        if (answer.waiting) inv.out.line(`  ${waitingLine(answer.waiting)}`);
+        inv.out.line(`  next: ${answer.next ?? `queue show ${answer.taskId}`}`);
       }),
     );
 

@@ -1,6 +1,8 @@
 import {
   EVENTS_PAGE_MAX,
+  RUN_ACTIVITIES,
   RUN_STATES,
+  TERMINAL_COMMAND_STATES,
   RUNS_PAGE_MAX,
   type ApiClient,
   type EventPage,
@@ -18,6 +20,8 @@ interface ListFlags {
   tenant?: string;
   project?: string;
   state?: string;
+  activity?: string;
+  lastOutcome?: string;
   profile?: string;
   session?: string;
   createdAfter?: string;
@@ -39,6 +43,8 @@ function nextListCommand(flags: ListFlags, cursor: string): string {
   add('tenant', flags.tenant);
   add('project', flags.project);
   add('state', flags.state);
+  add('activity', flags.activity);
+  add('last-outcome', flags.lastOutcome);
   add('profile', flags.profile);
   add('session', flags.session);
   add('created-after', flags.createdAfter);
@@ -60,6 +66,16 @@ export function runsProgram(): Cli {
       '--state <states>',
       `${RUN_STATES.join(', ')}; several comma-separated`,
       choicesOption('--state', RUN_STATES),
+    )
+    .option(
+      '--activity <activities>',
+      `what the run does now: ${RUN_ACTIVITIES.join(', ')}; several comma-separated`,
+      choicesOption('--activity', RUN_ACTIVITIES),
+    )
+    .option(
+      '--last-outcome <states>',
+      `how its latest turn ended: ${TERMINAL_COMMAND_STATES.join(', ')}; several comma-separated`,
+      choicesOption('--last-outcome', TERMINAL_COMMAND_STATES),
     )
     .option('--profile <profile>', 'only this backend profile')
     .option('--session <sessionId>', 'only the runs of this session')
@@ -86,6 +102,8 @@ export function runsProgram(): Cli {
             tenantId: flags.tenant,
             projectId: flags.project,
             state: flags.state,
+            activity: flags.activity,
+            lastOutcome: flags.lastOutcome,
             backendProfile: flags.profile,
             sessionId: flags.session,
             createdAfter: flags.createdAfter,

@@ -1,5 +1,5 @@
 import type { Command, EventEnvelope, EventPage, Run } from '@svc/contracts';
-import { TERMINAL_COMMAND_STATES, TERMINAL_RUN_STATES } from '@svc/contracts';
+import { ApiError, TERMINAL_COMMAND_STATES, TERMINAL_RUN_STATES } from '@svc/contracts';
 import { EXIT, turnExitCode } from './errors.js';
 import { eventLine, eventTone } from './format/sessions.js';
 import type { Invocation } from './run.js';
@@ -23,11 +23,13 @@ export const runPath = (runId: string, tail = '') =>
  */
 export async function runEvents(inv: Invocation, runId: string, flags: RunEventFlags) {
   const page = (afterSeq: number, waitMs: number) =>
-    inv.client.request<EventPage>('GET', runPath(runId, '/events'), undefined, {
-      query: { afterSeq, limit: flags.limit, waitMs: waitMs || undefined },
-      // The long-poll itself must not be cut short by the client's own request timeout.
-      ...(waitMs ? { timeoutMs: waitMs + 30_000 } : {}),
-    });
+    patiently(() =>
+      inv.client.request<EventPage>('GET', runPath(runId, '/events'), undefined, {
+        query: { afterSeq, limit: flags.limit, waitMs: waitMs || undefined },
+        // The long-poll itself must not be cut short by the client's own request timeout.
+        ...(waitMs ? { timeoutMs: waitMs + 30_000 } : {}),
+      }),
+    );
   const print = (event: EventEnvelope) =>
     inv.config.json ? inv.out.data(event, true) : inv.out.line(eventLine(event), eventTone(event));
 
@@ -100,4 +102,21 @@ async function terminalState(
   }
   const run = await inv.client.request<Run>('GET', runPath(runId));
   return (TERMINAL_RUN_STATES as readonly string[]).includes(run.state) ? run.state : null;
+}
+
+/**
+ * A long-poll refused because the manager holds its limit of client watches (429
+ * `capacity-exceeded`) is asked again after the time it names (`Retry-After`): following
+ * a run is worth a short wait, not an error.
+ */
+async function patiently<T>(call: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.failureKind !== 'capacity-exceeded') throw error;
+      const seconds = Number(error.details?.['retryAfterSeconds'] ?? 2);
+      await new Promise((r) => setTimeout(r, Math.min(30, Math.max(1, seconds)) * 1000));
+    }
+  }
 }

@@ -10,7 +10,7 @@ import {
   waitFor,
   type E2E,
 } from '../../manager/test/e2e-helpers.js';
-import { runBody } from '../../manager/test/helpers.js';
+import { runBody, TestRunner } from '../../manager/test/helpers.js';
 import { assertBounded, assertBuilt, cli, cliJson, transcript } from './cli-helpers.js';
 
 /**
@@ -98,6 +98,81 @@ describe('runs list', () => {
         `more: runs list --tenant tenant-a --project proj-list --limit 2 --cursor ${first.nextCursor}`,
       ),
     );
+  });
+
+  it('shows activity and the last outcome, and filters on them', async () => {
+    const failed = await e.t.api('POST', '/api/v1/runs', runBody({ projectId: 'proj-outcome' }));
+    const waiting = await e.t.api('POST', '/api/v1/runs', runBody({ projectId: 'proj-outcome' }));
+    const runner = new TestRunner(e.t, 'rnr-cliout01', failed.body.runId);
+    assert.equal((await runner.claim()).status, 200);
+    const turn = (runId: string) =>
+      e.t.api('POST', `/api/v1/runs/${runId}/commands`, { type: 'turn', payload: { prompt: 'x' } });
+    const commandId = (await turn(failed.body.runId)).body.commandId;
+    await turn(waiting.body.runId);
+    assert.equal((await runner.ack(commandId)).status, 200);
+    const finished = await runner.finish(commandId, 'failed', {
+      failureKind: 'provider-auth-failed',
+      message: 'provider answered 401',
+    });
+    assert.equal(finished.status, 200, finished.raw);
+
+    const byOutcome = await cliJson(
+      'runs',
+      ['list', '--project', 'proj-outcome', '--last-outcome', 'failed'],
+      { env },
+    );
+    assert.deepEqual(
+      byOutcome.runs.map((r: any) => [r.runId, r.activity, r.lastCommand.failureKind]),
+      [[failed.body.runId, 'idle', 'provider-auth-failed']],
+    );
+    const byActivity = await cliJson(
+      'runs',
+      ['list', '--project', 'proj-outcome', '--activity', 'waiting-runner,turn-active'],
+      { env },
+    );
+    assert.deepEqual(
+      byActivity.runs.map((r: any) => r.runId),
+      [waiting.body.runId],
+    );
+
+    const human = await cli('runs', ['list', '--project', 'proj-outcome'], {
+      env: { ...env, NO_COLOR: '1' },
+      tty: true,
+    });
+    assert.equal(human.code, 0, human.stderr);
+    assert.match(
+      human.stdout,
+      new RegExp(`${failed.body.runId} +running +idle +last turn failed provider-auth-failed`),
+    );
+    assert.match(
+      human.stdout,
+      new RegExp(`${waiting.body.runId} +pending +waiting-runner +last turn accepted`),
+    );
+    const shown = await cli('runs', ['show', failed.body.runId], {
+      env: { ...env, NO_COLOR: '1' },
+      tty: true,
+    });
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, /activity idle/);
+    assert.match(
+      shown.stdout,
+      new RegExp(
+        `last turn failed provider-auth-failed: ${commandId} +ended \\S+ +provider answered 401`,
+      ),
+    );
+
+    // A value the API does not know is a usage error naming the allowed ones; nothing is sent.
+    for (const [flag, value, allowed] of [
+      ['--activity', 'busy', 'waiting-runner, turn-active, idle, closed'],
+      ['--last-outcome', 'running', 'completed, failed, blocked, cancelled, expired'],
+      ['--state', 'done', 'pending, claimed, running, completed, failed, blocked, cancelled'],
+    ] as const) {
+      const usage = await cli('runs', ['list', flag, value], {
+        env: { ...env, SVC_MANAGER_URL: 'http://127.0.0.1:9' },
+      });
+      assert.equal(usage.code, 2, `${flag} ${value}: ${usage.stderr}`);
+      assert.ok(usage.stderr.includes(allowed), usage.stderr);
+    }
   });
 
   it('errors: one line on standard error, or a JSON object on standard output under --json', async () => {

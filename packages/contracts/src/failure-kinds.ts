@@ -68,7 +68,8 @@ export const FAILURE_KINDS = {
   },
   'capacity-exceeded': {
     httpStatus: 429,
-    meaning: 'this process already holds its limit of open event streams; retry later',
+    meaning:
+      'this process already holds its limit of client long-polls and event streams; retry after the Retry-After seconds',
   },
   'secret-unavailable': {
     httpStatus: 424,

@@ -27,7 +27,7 @@ import { healthRoutes } from './routes/health.js';
 import { runnerRoutes } from './routes/runner.js';
 import { runRoutes } from './routes/runs.js';
 import { sessionRoutes } from './routes/sessions.js';
-import { followTerminal } from './domain/queue/follow.js';
+import { followAcknowledged, followTerminal } from './domain/queue/follow.js';
 import { judgeTurnEnded } from './domain/scheduler/judge.js';
 import { sessionHooks } from './domain/sessions/hooks.js';
 import type { SessionVolumes } from './sessions/volumes.js';
@@ -40,6 +40,7 @@ import type { Store } from './store/db.js';
 import { QUEUE_WAKE_KEY } from './store/wakeups.js';
 import type { LoopState } from './domain/scheduler/view.js';
 import { schedulerRoutes } from './routes/scheduler.js';
+import { WatchSlots } from './domain/runs/watch-slots.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -111,6 +112,10 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
       if ((await followTerminal(trx, change)) || (await judgeTurnEnded(trx, change)))
         await deps.store.wakeups.publishIn(trx, QUEUE_WAKE_KEY);
     },
+    // A queue attempt's task reads `running` from the acknowledgement of its turn on.
+    onAcknowledged: async (trx, change) => {
+      await followAcknowledged(trx, change.commandId);
+    },
     afterRunCancelled: (runId) =>
       stopJobsOfCancelledRun(
         { db: deps.store.db, logger: deps.logger },
@@ -127,6 +132,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     logger: deps.logger,
     redactor: deps.redactor,
     hooks,
+    watches: new WatchSlots(deps.config.watch.maxWatches),
   };
 
   // Everything under /api/v1 (and /metrics): inside the one authenticated scope, registered

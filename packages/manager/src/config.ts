@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import {
   APPROVAL_LEVELS,
   EnvReader,
+  MAX_POLICY_TIMEOUT_MS,
   parseOperatorPrefix,
   NETWORK_LEVELS,
   RESULT_AGGREGATION_CAP,
@@ -142,9 +143,11 @@ export interface ManagerConfig {
   watch: {
     /** Longest a client's `waitMs` is honoured; a longer wait ends early with what exists. */
     waitMaxMs: number;
-    /** Open long-polls and streams per process; past it a long-poll answers at once, a stream is refused. */
-    maxWaiters: number;
-    maxStreams: number;
+    /**
+     * Client long-polls (`waitMs` > 0) and event streams open at once in this process, together;
+     * one more is refused (429, Retry-After). Runner command polls are not counted.
+     */
+    maxWatches: number;
     streamHeartbeatMs: number;
     /** A stream closes after this long; the browser reconnects with Last-Event-ID. */
     streamMaxMs: number;
@@ -195,12 +198,18 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     maxSandbox: r.oneOf('SVC_POLICY_MAX_SANDBOX', SANDBOX_LEVELS, 'danger-full-access'),
     maxApproval: r.oneOf('SVC_POLICY_MAX_APPROVAL', APPROVAL_LEVELS, 'never'),
     maxNetwork: r.oneOf('SVC_POLICY_MAX_NETWORK', NETWORK_LEVELS, 'enabled'),
-    maxTimeoutMs: r.int('SVC_POLICY_MAX_TIMEOUT_MS', 3_600_000, { min: 1000 }),
+    maxTimeoutMs: r.int('SVC_POLICY_MAX_TIMEOUT_MS', 3_600_000, {
+      min: 1000,
+      max: MAX_POLICY_TIMEOUT_MS,
+    }),
     allowedTools: r.list('SVC_POLICY_ALLOWED_TOOLS', ['codehost', 'platform-ssh']),
     defaultSandbox: r.oneOf('SVC_POLICY_DEFAULT_SANDBOX', SANDBOX_LEVELS, 'workspace-write'),
     defaultApproval: r.oneOf('SVC_POLICY_DEFAULT_APPROVAL', APPROVAL_LEVELS, 'never'),
     defaultNetwork: r.oneOf('SVC_POLICY_DEFAULT_NETWORK', NETWORK_LEVELS, 'disabled'),
-    defaultTimeoutMs: r.int('SVC_POLICY_DEFAULT_TIMEOUT_MS', 600_000, { min: 1000 }),
+    defaultTimeoutMs: r.int('SVC_POLICY_DEFAULT_TIMEOUT_MS', 600_000, {
+      min: 1000,
+      max: MAX_POLICY_TIMEOUT_MS,
+    }),
   };
   checkDefaultsWithinCeiling(r, policy);
 
@@ -319,8 +328,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     scheduler: schedulerSettings(r),
     watch: {
       waitMaxMs: r.int('SVC_CLIENT_WAIT_MAX_MS', 30_000, { min: 0, max: 300_000 }),
-      maxWaiters: r.int('SVC_MAX_LONG_POLLS', 1000, { min: 0 }),
-      maxStreams: r.int('SVC_MAX_STREAMS', 200, { min: 0 }),
+      maxWatches: r.int('SVC_MAX_WATCHES', 200, { min: 0, max: 100_000 }),
       streamHeartbeatMs: r.int('SVC_STREAM_HEARTBEAT_MS', 15_000, { min: 100, max: 300_000 }),
       streamMaxMs: r.int('SVC_STREAM_MAX_MS', 15 * 60_000, { min: 1000 }),
     },

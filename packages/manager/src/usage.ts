@@ -75,8 +75,10 @@ Sessions and profiles
   SVC_VALIDATION_TENANT, SVC_VALIDATION_PROJECT, SVC_VALIDATION_TIMEOUT_MS   canary runs
 
 Clients, streams and upkeep
-  SVC_CLIENT_WAIT_MAX_MS, SVC_MAX_LONG_POLLS   client long-polls
-  SVC_MAX_STREAMS, SVC_STREAM_HEARTBEAT_MS, SVC_STREAM_MAX_MS   event streams (SSE)
+  SVC_CLIENT_WAIT_MAX_MS        the longest client long-poll
+  SVC_MAX_WATCHES               client long-polls and event streams open at once (200;
+                                one more is answered 429 with Retry-After)
+  SVC_STREAM_HEARTBEAT_MS, SVC_STREAM_MAX_MS   event streams (SSE)
   SVC_RESULT_EVENT_CAP          events aggregated per result envelope
   SVC_MAINTENANCE_INTERVAL_MS   command expiry and counters
   SVC_METRICS_COUNTS_MAX_AGE_MS how stale /metrics counts may be

@@ -47,7 +47,10 @@ describe('concurrency over real HTTP', { skip }, () => {
       const owner = winners[0].lease.owner;
       for (const loser of bodies.filter((_, i) => statuses[i] === 409)) {
         assert.equal(loser.failureKind, 'runner-lease-conflict');
-        assert.ok(!JSON.stringify(loser).includes(owner), 'a refusal does not name the holder');
+        // spec/2: the refusal names the owner and its lease expiry (never a token).
+        assert.equal(loser.details.ownerRunnerId, owner, 'a refusal names the holder');
+        assert.equal(loser.details.leaseExpiresAt, winners[0].lease.expiresAt);
+        assert.ok(!JSON.stringify(loser).includes(winners[0].leaseToken), 'never its token');
       }
       const stored = await json(await fetch(`${t.manager.url}/api/v1/runs/${run.runId}`));
       assert.equal(stored.lease.owner, owner);

@@ -45,16 +45,25 @@ function fencedCalls(runner: TestRunner, commandId: string) {
   };
 }
 
-/** A refusal: 409 runner-lease-conflict naming neither the holder nor any token. */
+/**
+ * A refusal: 409 runner-lease-conflict naming the current holder and its lease expiry
+ * (spec/2), and never a token.
+ */
 function assertRefused(
   response: { status: number; body: any; raw: string },
   what: string,
-  secrets: string[],
+  owner: string,
+  tokens: string[],
 ): void {
   assert.equal(response.status, 409, `${what}: ${response.raw}`);
   assert.equal(response.body.failureKind, 'runner-lease-conflict', what);
-  for (const secret of secrets)
-    assert.ok(!response.raw.includes(secret), `${what} leaks ${secret}: ${response.raw}`);
+  assert.equal(response.body.details.ownerRunnerId, owner, `${what} names the holder`);
+  assert.ok(
+    !Number.isNaN(Date.parse(response.body.details.leaseExpiresAt)),
+    `${what} gives the lease expiry: ${response.raw}`,
+  );
+  for (const token of tokens)
+    assert.ok(!response.raw.includes(token), `${what} leaks ${token}: ${response.raw}`);
 }
 
 describe('lease tokens', () => {
@@ -113,7 +122,7 @@ describe('lease tokens', () => {
       const impostor = new TestRunner(t, 'rnr-tokenvic', runId);
       impostor.leaseToken = token;
       for (const [what, call] of Object.entries(fencedCalls(impostor, commandId)))
-        assertRefused(await call(), what, ['rnr-tokenvic', claim.body.leaseToken]);
+        assertRefused(await call(), what, 'rnr-tokenvic', [claim.body.leaseToken]);
       // Nothing was changed on the owner's behalf.
       const command = await t.api('GET', `/api/v1/runs/${runId}/commands/${commandId}`);
       assert.equal(command.body.state, 'accepted');
@@ -136,7 +145,7 @@ describe('lease tokens', () => {
     const crossed = new TestRunner(t, 'rnr-tokenrnb', runB);
     crossed.leaseToken = a.leaseToken;
     for (const [what, call] of Object.entries(fencedCalls(crossed, commandB)))
-      assertRefused(await call(), what, ['rnr-tokenrnb', b.leaseToken!]);
+      assertRefused(await call(), what, 'rnr-tokenrnb', [b.leaseToken!, a.leaseToken!]);
   });
 
   it("a previous claim's token is dead once the same runner claims again", async () => {
@@ -150,7 +159,7 @@ describe('lease tokens', () => {
     const stale = new TestRunner(t, 'rnr-tokenrep', runId);
     stale.leaseToken = first;
     for (const [what, call] of Object.entries(fencedCalls(stale, commandId)))
-      assertRefused(await call(), what, ['rnr-tokenrep', runner.leaseToken!, first]);
+      assertRefused(await call(), what, 'rnr-tokenrep', [runner.leaseToken!, first]);
     assert.equal((await runner.heartbeat()).status, 200);
   });
 
@@ -166,26 +175,26 @@ describe('lease tokens', () => {
     const taken = await replacement.claim('replacement');
     assert.equal(taken.status, 200, taken.raw);
     for (const [what, call] of Object.entries(fencedCalls(old, commandId)))
-      assertRefused(await call(), `old owner ${what}`, ['rnr-tokennew', replacement.leaseToken!]);
+      assertRefused(await call(), `old owner ${what}`, 'rnr-tokennew', [replacement.leaseToken!]);
     // The old token with the new owner's public runnerId is refused too.
     const spoof = new TestRunner(t, 'rnr-tokennew', runId);
     spoof.leaseToken = old.leaseToken;
     for (const [what, call] of Object.entries(fencedCalls(spoof, commandId)))
-      assertRefused(await call(), `spoof ${what}`, ['rnr-tokennew', replacement.leaseToken!]);
+      assertRefused(await call(), `spoof ${what}`, 'rnr-tokennew', [replacement.leaseToken!]);
     // The replacement takes over the orphaned command and finishes it.
     assert.equal((await replacement.ack(commandId)).status, 200);
     const done = await replacement.finish(commandId, 'completed');
     assert.equal(done.status, 200, done.raw);
   });
 
-  it('a refused claim does not name the holder', async () => {
+  it('a refused claim names the holder and its lease expiry, never its token', async () => {
     const runId = await newRun();
     const holder = new TestRunner(t, 'rnr-tokenhld', runId);
     assert.equal((await holder.claim()).status, 200);
     const other = new TestRunner(t, 'rnr-tokenoth', runId);
     for (const mode of ['ordinary', 'replacement'] as const) {
       const refused = await other.claim(mode);
-      assertRefused(refused, `claim ${mode}`, ['rnr-tokenhld', holder.leaseToken!]);
+      assertRefused(refused, `claim ${mode}`, 'rnr-tokenhld', [holder.leaseToken!]);
       assert.ok(refused.body.details.retryAfterMs > 0);
     }
   });

@@ -43,7 +43,7 @@ describe('runner registration, claim and lease', () => {
     assert.equal(missing.status, 404);
   });
 
-  it('grants the lease to the first claimer and refuses a second with the expiry, not the owner', async () => {
+  it('grants the lease to the first claimer and refuses a second naming the owner and the expiry', async () => {
     const runId = await newRun();
     const first = new TestRunner(t, 'rnr-first001', runId);
     const second = new TestRunner(t, 'rnr-second01', runId);
@@ -55,8 +55,8 @@ describe('runner registration, claim and lease', () => {
     const refused = await second.claim();
     assert.equal(refused.status, 409);
     assert.equal(refused.body.failureKind, 'runner-lease-conflict');
-    assert.equal(refused.body.details.owner, undefined);
-    assert.ok(!refused.raw.includes('rnr-first001'), 'the holder is not named');
+    assert.equal(refused.body.details.ownerRunnerId, 'rnr-first001', 'spec/2: owner');
+    assert.ok(!refused.raw.includes(granted.body.leaseToken), 'never the token');
     assert.equal(refused.body.details.leaseExpiresAt, granted.body.lease.expiresAt);
     assert.ok(refused.body.details.retryAfterMs > 0);
     const again = await first.claim();

@@ -83,8 +83,55 @@ describe('/openapi.json', () => {
       'limit',
     ])
       assert.ok(params('/api/v1/runs').includes(`query:${name}`), name);
+    for (const name of ['activity', 'lastOutcome'])
+      assert.ok(params('/api/v1/runs').includes(`query:${name}`), name);
     assert.ok(params('/api/v1/runs/{runId}/events').includes('query:waitMs'));
     assert.ok(params('/api/v1/runs/{runId}/result').includes('query:waitMs'));
+  });
+});
+
+describe('the run and task records it describes', () => {
+  const resolve = (schema: any): any => {
+    const ref = schema?.$ref as string | undefined;
+    return ref ? resolve(doc.components.schemas[ref.split('/').at(-1)!]) : schema;
+  };
+  const response = (path: string, method = 'get', status = '200') =>
+    resolve(doc.paths[path][method].responses[status].content['application/json'].schema);
+
+  it('a run carries activity and lastCommand', () => {
+    const run = response('/api/v1/runs/{runId}');
+    assert.ok(run.required.includes('activity') && run.required.includes('lastCommand'));
+    assert.deepEqual(run.properties.activity.enum, [
+      'waiting-runner',
+      'turn-active',
+      'idle',
+      'closed',
+    ]);
+    const last = resolve(run.properties.lastCommand.anyOf.find((s: any) => s.type !== 'null'));
+    assert.deepEqual(Object.keys(last.properties).sort(), [
+      'commandId',
+      'endedAt',
+      'failureKind',
+      'message',
+      'state',
+      'type',
+    ]);
+    const listed = resolve(response('/api/v1/runs').properties.runs.items);
+    assert.ok(listed.required.includes('activity'));
+  });
+
+  it('a task carries waiting, with its reason, message, until and limit', () => {
+    const task = response('/api/v1/queue/tasks/{taskId}');
+    assert.ok(task.required.includes('waiting'));
+    const waiting = resolve(task.properties.waiting.anyOf.find((s: any) => s.type !== 'null'));
+    assert.deepEqual(Object.keys(waiting.properties).sort(), [
+      'limit',
+      'message',
+      'reason',
+      'until',
+    ]);
+    const summary = resolve(response('/api/v1/queue/tasks').properties.tasks.items);
+    assert.ok(summary.required.includes('waiting'));
   });
 });
 

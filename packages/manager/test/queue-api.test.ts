@@ -75,7 +75,8 @@ describe('queue tasks: submit and show', () => {
         400,
         'schema-invalid',
       ],
-      [{ executionPolicy: { timeoutMs: 999_999_999 } }, 403, 'tenant-policy-denied'],
+      [{ executionPolicy: { timeoutMs: 7_200_000 } }, 403, 'tenant-policy-denied'],
+      [{ executionPolicy: { timeoutMs: 999_999_999 } }, 400, 'schema-invalid'],
     ];
     for (const [overrides, status, kind] of cases) {
       const res = await api('POST', '/api/v1/queue/tasks', taskBody(overrides));

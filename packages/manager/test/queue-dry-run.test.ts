@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
 import {
   acknowledge,
   dispatch,
@@ -69,8 +70,16 @@ describe('queue dry runs write nothing', () => {
   it('refresh, cancel and read of a task with an attempt in flight', async () => {
     const task = await submit(rig.t);
     const d = await dispatch(rig.t, task.taskId);
-    // Acknowledged: news a refresh would write (terminal outcomes are written by themselves).
+    // Acknowledged: the attempt and the task follow by themselves.
     await acknowledge(rig.t, d);
+    assert.equal((await api('GET', `/api/v1/queue/tasks/${task.taskId}`)).body.state, 'running');
+    // News a refresh would write: an attempt record an older replica left behind.
+    await sql`UPDATE queue_attempts SET state = 'dispatched' WHERE attempt_id = ${d.attempt.attemptId}`.execute(
+      rig.t.manager.store.db,
+    );
+    await sql`UPDATE queue_tasks SET state = 'dispatched' WHERE task_id = ${task.taskId}`.execute(
+      rig.t.manager.store.db,
+    );
     const refreshPlan = await dryRun('POST', `/api/v1/queue/tasks/${task.taskId}/refresh`, {});
     assert.equal(refreshPlan.plan.changes, true);
     assert.deepEqual(refreshPlan.plan.attempt.state, { from: 'dispatched', to: 'running' });

@@ -12,7 +12,7 @@ let t: TestManager;
 before(async () => {
   t = await startTestManager({
     listen: true,
-    env: { SVC_STREAM_HEARTBEAT_MS: '200', SVC_MAX_STREAMS: '3', SVC_CLIENT_WAIT_MAX_MS: '5000' },
+    env: { SVC_STREAM_HEARTBEAT_MS: '200', SVC_MAX_WATCHES: '3', SVC_CLIENT_WAIT_MAX_MS: '5000' },
   });
   await t.configureProfile('builtin-a');
 });
@@ -185,6 +185,7 @@ describe('Server-Sent Events stream', () => {
     try {
       const refused = await fetch(url);
       assert.equal(refused.status, 429);
+      assert.equal(refused.headers.get('retry-after'), '2');
       assert.equal(((await refused.json()) as any).failureKind, 'capacity-exceeded');
     } finally {
       for (const s of streams) s.close();

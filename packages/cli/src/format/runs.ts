@@ -1,9 +1,16 @@
 import type { Liveness, ResultEnvelope, Run, RunPage } from '@svc/contracts';
 import { seconds } from './common.js';
 
+/** How the run's latest turn stands, in a few words: `last turn failed provider-auth-failed`. */
+export function lastTurn(r: Run): string {
+  const c = r.lastCommand;
+  if (!c) return 'no turn yet';
+  return `last ${c.type} ${c.state}${c.failureKind && c.failureKind !== c.state ? ` ${c.failureKind}` : ''}`;
+}
+
 export function runHead(r: Run): string {
   return (
-    `${r.runId}  ${r.state.padEnd(9)}  ${r.backendProfile}  ${r.tenantId}/${r.projectId}` +
+    `${r.runId}  ${r.state.padEnd(9)}  ${r.activity.padEnd(14)}  ${lastTurn(r)}  ${r.backendProfile}  ${r.tenantId}/${r.projectId}` +
     `  seq ${r.lastSeq}  created ${r.createdAt}${r.sessionRef ? `  session ${r.sessionRef.sessionId}` : ''}`
   );
 }
@@ -17,12 +24,18 @@ export function runPageLines(page: RunPage, nextCommand: (cursor: string) => str
 
 export function runLines(r: Run): string[] {
   const lines = [
-    `run ${r.runId}  ${r.state}${r.cancelRequested && r.state !== 'cancelled' ? ' (cancel requested)' : ''}`,
+    `run ${r.runId}  ${r.state}${r.cancelRequested && r.state !== 'cancelled' ? ' (cancel requested)' : ''}  activity ${r.activity}`,
     `  ${r.tenantId}/${r.projectId}  profile ${r.backendProfile}  provider ${r.providerId}` +
       `${r.sessionRef ? `  session ${r.sessionRef.sessionId}` : ''}`,
     `  created ${r.createdAt}  claimed ${r.claimedAt ?? '-'}  terminal ${r.terminalAt ?? '-'}  last seq ${r.lastSeq}`,
   ];
   if (r.failureKind || r.message) lines.push(`  ${r.failureKind ?? 'message'}: ${r.message ?? ''}`);
+  const c = r.lastCommand;
+  lines.push(
+    c
+      ? `  ${lastTurn(r)}: ${c.commandId}${c.endedAt ? `  ended ${c.endedAt}` : ''}${c.message ? `  ${c.message}` : ''}`
+      : '  no turn yet',
+  );
   return lines;
 }
 

@@ -1,10 +1,29 @@
-import type { DispatchResponse, ReadCursor, Task, TaskPage, TaskSummary } from '@svc/contracts';
+import type {
+  DispatchResponse,
+  ReadCursor,
+  Task,
+  TaskPage,
+  TaskSummary,
+  TaskWaiting,
+} from '@svc/contracts';
 import { clip } from '../output.js';
 import { attemptLines, indent } from './common.js';
 import { judgeRunLines } from './scheduler.js';
 
 const STATE_WIDTH = 10;
 const JUDGE_RUNS_SHOWN = 3;
+
+/**
+ * Why a task waits, in one line: the reason, until when, the limit and its use:
+ * `waiting: capacity (tenant tenant-a 3/3): tenant tenant-a runs 3 of its 3 attempts at once; …`.
+ */
+export function waitingLine(w: TaskWaiting): string {
+  const limit = w.limit
+    ? ` (${w.limit.scope}${w.limit.key ? ` ${w.limit.key}` : ''} ${w.limit.used}/${w.limit.limit})`
+    : '';
+  const until = w.until ? ` until ${w.until}` : '';
+  return `waiting: ${w.reason}${limit}${until}: ${w.message}`;
+}
 
 /** One task in a listing: a header line, then its session, supervisor and next command. */
 export function summaryLines(t: TaskSummary): string[] {
@@ -23,6 +42,7 @@ export function summaryLines(t: TaskSummary): string[] {
     );
   }
   if (t.reader) lines.push(`  ${t.reader.unread ? 'unread' : 'read'} by ${t.reader.readerId}`);
+  if (t.waiting) lines.push(`  ${waitingLine(t.waiting)}`);
   if (t.next) lines.push(`  next: ${t.next}`);
   return lines;
 }
@@ -56,6 +76,10 @@ export function taskLines(t: Task): string[] {
     `  ${payloadLine(t.payload)}`,
   ];
   if (t.summary) lines.push(`  summary: ${clip(t.summary, 150)}`);
+  if (t.waiting) lines.push(`  ${waitingLine(t.waiting)}`);
+  const retryAt = t.scheduling.runAfter;
+  if (retryAt && t.state === 'queued' && t.waiting?.until !== retryAt)
+    lines.push(`  runAfter ${retryAt}`);
   if (t.cancelReason) lines.push(`  cancelled: ${clip(t.cancelReason, 150)}`);
   if (t.references.length > 0)
     lines.push(`  references: ${t.references.map((r) => `${r.kind} ${r.ref}`).join('; ')}`);

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { JsonObject, Nullable, Text, Timestamp, StringEnum } from './common.js';
+import { JsonObject, Nullable, SAFE_INT_MAX, Text, Timestamp, StringEnum } from './common.js';
 import { EventInput, MAX_EVENTS_PER_APPEND } from './events.js';
 
 export const COMMAND_TYPES = ['turn', 'steer', 'interrupt', 'resume'] as const;
@@ -96,7 +96,7 @@ export const CommandStatusBody = Type.Object(
         Type.String({ maxLength: 64 }),
         Type.Union([
           Type.String({ maxLength: 512 }),
-          Type.Integer(),
+          Type.Integer({ minimum: -SAFE_INT_MAX, maximum: SAFE_INT_MAX }),
           Type.Boolean(),
           Type.Array(Type.String({ maxLength: 256 }), { maxItems: 200 }),
         ]),

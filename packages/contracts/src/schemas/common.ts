@@ -63,10 +63,20 @@ export const SecretRefRecord = Type.Object({
 });
 export type SecretRefRecord = Static<typeof SecretRefRecord>;
 
+/**
+ * Bounds of numbers a client sends. Event and command seqs are PostgreSQL `integer`s; a larger
+ * position is refused by the schema (`schema-invalid`), never passed to a query that fails.
+ */
+export const INT32_MAX = 2_147_483_647;
+/** A `bigint` column's bound as JSON numbers carry it exactly. */
+export const SAFE_INT_MAX = Number.MAX_SAFE_INTEGER;
+/** A position in a run's event or command log (`afterSeq`). */
+export const SeqPosition = Type.Integer({ minimum: 0, maximum: INT32_MAX });
+
 export const PageQuery = (defaultLimit: number, maxLimit: number) =>
   Type.Object(
     {
-      afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
+      afterSeq: Type.Optional(SeqPosition),
       limit: Type.Optional(Type.Integer({ minimum: 1, maximum: maxLimit, default: defaultLimit })),
     },
     { additionalProperties: false },

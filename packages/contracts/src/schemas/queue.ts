@@ -1,8 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Id, JsonObject, Nullable, StringEnum, Text, Timestamp } from './common.js';
+import { Id, JsonObject, Nullable, SAFE_INT_MAX, StringEnum, Text, Timestamp } from './common.js';
 import { ExecutionPolicyInput, ResourceBundleRef, SessionRef, WorkspaceRef } from './runs.js';
 import { RunnerJobCreateBody, WorkReadySummary } from './runner-jobs.js';
-import { JudgeSpec, TaskRetryPolicy, TaskScheduling } from './scheduler.js';
+import { JudgeSpec, TaskRetryPolicy, TaskScheduling, TaskWaiting } from './scheduler.js';
 import { Supervisor } from './sessions.js';
 
 /**
@@ -168,7 +168,12 @@ const summaryFields = {
   sessionId: Nullable(Type.String()),
   sessionPath: Nullable(Type.String()),
   latestAttempt: Nullable(Attempt),
-  /** The `sessions` command to run next for this task, when it has a session. */
+  /** Why the task waits, when it does (queued, dispatched, or failed with a retry coming). */
+  waiting: Nullable(TaskWaiting),
+  /**
+   * The command to run next: never a dispatch the scheduler will make itself or would refuse
+   * (capacity, a busy session); a waiting task points at `queue show`.
+   */
   next: Nullable(Type.String()),
   version: Type.Integer(),
   changeSeq: Type.Integer(),
@@ -247,7 +252,7 @@ export const TaskListQuery = Type.Object(
     cursor: Type.Optional(Type.String({ maxLength: 400, pattern: '^[A-Za-z0-9_-]+$' })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: QUEUE_PAGE_MAX })),
     /** A changeSeq watermark: only tasks changed after it, in changeSeq order. */
-    updatedAfter: Type.Optional(Type.Integer({ minimum: 0 })),
+    updatedAfter: Type.Optional(Type.Integer({ minimum: 0, maximum: SAFE_INT_MAX })),
     view: Type.Optional(StringEnum(['summary', 'full'] as const)),
   },
   { additionalProperties: false },

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { SteerDelivery } from './commands.js';
-import { Nullable, StringEnum } from './common.js';
+import { Nullable, SeqPosition, StringEnum } from './common.js';
 import { Liveness } from './liveness.js';
 
 export const TERMINAL_STATUSES = ['completed', 'failed', 'blocked', 'cancelled'] as const;
@@ -122,7 +122,7 @@ export const WaitMs = Type.Integer({
 export const ResultQuery = Type.Object(
   {
     commandId: Type.Optional(Type.String({ maxLength: 100 })),
-    afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
+    afterSeq: Type.Optional(SeqPosition),
     /** Wait until the result is terminal, or this many milliseconds. */
     waitMs: Type.Optional(WaitMs),
   },

@@ -1,24 +1,31 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Id, Nullable } from './common.js';
-import { Run, RUN_STATES } from './runs.js';
+import { TERMINAL_COMMAND_STATES } from './commands.js';
+import { Run, RUN_ACTIVITIES, RUN_STATES } from './runs.js';
 
 export const RUNS_PAGE_DEFAULT = 50;
 export const RUNS_PAGE_MAX = 200;
 
-const stateAlternatives = RUN_STATES.join('|');
+/** One value of `values`, or several comma-separated. */
+const oneOrMore = (values: readonly string[], maxLength = 200) => {
+  const one = values.join('|');
+  return Type.String({
+    pattern: `^(${one})(,(${one}))*$`,
+    maxLength,
+    description: `one of ${values.join(', ')}, or several comma-separated`,
+  });
+};
 
 export const RunListQuery = Type.Object(
   {
     tenantId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     projectId: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
     /** One state or several, comma-separated (`pending,claimed,running`). */
-    state: Type.Optional(
-      Type.String({
-        pattern: `^(${stateAlternatives})(,(${stateAlternatives}))*$`,
-        maxLength: 200,
-        description: `one of ${RUN_STATES.join(', ')}, or several comma-separated`,
-      }),
-    ),
+    state: Type.Optional(oneOrMore(RUN_STATES)),
+    /** What the run is doing now (`activity` of the run record); several comma-separated. */
+    activity: Type.Optional(oneOrMore(RUN_ACTIVITIES)),
+    /** How the run's latest turn ended (`lastCommand.state`, a terminal command state). */
+    lastOutcome: Type.Optional(oneOrMore(TERMINAL_COMMAND_STATES)),
     backendProfile: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     sessionId: Type.Optional(Id),
     /** Runs created strictly after this instant. */

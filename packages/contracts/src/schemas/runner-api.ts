@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Command } from './commands.js';
-import { Id, JsonObject, Nullable, StringEnum, Text, Timestamp } from './common.js';
+import { Id, JsonObject, Nullable, SeqPosition, StringEnum, Text, Timestamp } from './common.js';
 import { Run } from './runs.js';
 
 export const RunnerRegisterBody = Type.Object(
@@ -10,7 +10,8 @@ export const RunnerRegisterBody = Type.Object(
     attemptId: Type.Optional(Nullable(Id)),
     runnerJobId: Type.Optional(Nullable(Id)),
     hostname: Type.Optional(Text(255)),
-    pid: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Linux pid_max is at most 2^22. */
+    pid: Type.Optional(Type.Integer({ minimum: 0, maximum: 4_194_304 })),
     version: Type.Optional(Text(64)),
     workReady: Type.Optional(JsonObject),
   },
@@ -86,7 +87,7 @@ export type LeaseResponse = Static<typeof LeaseResponse>;
 
 export const PollQuery = Type.Object(
   {
-    afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
+    afterSeq: Type.Optional(SeqPosition),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
     runnerId: Type.Optional(Id),
     /** Bounded long-poll: hold the request until a command arrives or this many ms pass. */

@@ -11,6 +11,7 @@ import {
   Timestamp,
   StringEnum,
 } from './common.js';
+import { COMMAND_STATES, COMMAND_TYPES } from './commands.js';
 
 export const SANDBOX_LEVELS = ['read-only', 'workspace-write', 'danger-full-access'] as const;
 /** Narrow to wide: `on-request` lets the agent ask to escalate (the headless runner declines). */
@@ -19,6 +20,8 @@ export const NETWORK_LEVELS = ['disabled', 'enabled'] as const;
 export type SandboxLevel = (typeof SANDBOX_LEVELS)[number];
 export type ApprovalLevel = (typeof APPROVAL_LEVELS)[number];
 export type NetworkLevel = (typeof NETWORK_LEVELS)[number];
+/** The longest idle budget any policy may name (7 days); the configured ceiling is lower. */
+export const MAX_POLICY_TIMEOUT_MS = 604_800_000;
 
 export const WorkspaceRef = Type.Union([
   Type.Object(
@@ -74,7 +77,7 @@ export const ExecutionPolicyInput = Type.Object(
     sandbox: Type.Optional(StringEnum(SANDBOX_LEVELS)),
     approval: Type.Optional(StringEnum(APPROVAL_LEVELS)),
     network: Type.Optional(StringEnum(NETWORK_LEVELS)),
-    timeoutMs: Type.Optional(Type.Integer({ minimum: 1000 })),
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 1000, maximum: MAX_POLICY_TIMEOUT_MS })),
     secretScope: Type.Optional(
       Type.Object(
         {
@@ -221,6 +224,26 @@ export const LeaseSummary = Type.Object({
 });
 export type LeaseSummary = Static<typeof LeaseSummary>;
 
+/**
+ * What a run is doing now: `waiting-runner` (open, a turn waits for a runner to take and
+ * acknowledge it), `turn-active` (a turn is acknowledged and not terminal), `idle` (open, no
+ * turn open), `closed` (the run is terminal).
+ */
+export const RUN_ACTIVITIES = ['waiting-runner', 'turn-active', 'idle', 'closed'] as const;
+export type RunActivity = (typeof RUN_ACTIVITIES)[number];
+
+/** How the run's latest turn (or resume) command stands: its outcome once it ended. */
+export const LastCommand = Type.Object({
+  commandId: Type.String(),
+  type: StringEnum(COMMAND_TYPES),
+  state: StringEnum(COMMAND_STATES),
+  failureKind: Nullable(Type.String()),
+  message: Nullable(Type.String()),
+  /** When it reached its terminal state; null while it is open. */
+  endedAt: Nullable(Timestamp),
+});
+export type LastCommand = Static<typeof LastCommand>;
+
 export const Run = Type.Object(
   {
     runId: Type.String(),
@@ -240,6 +263,12 @@ export const Run = Type.Object(
     lease: LeaseSummary,
     lastSeq: Type.Integer(),
     latestCommandId: Nullable(Type.String()),
+    activity: StringEnum(RUN_ACTIVITIES, {
+      description:
+        'waiting-runner: a turn waits for a runner; turn-active: a turn is acknowledged and not terminal; idle: open, no turn open; closed: the run is terminal',
+    }),
+    /** The run's latest turn or resume command (steers and interrupts act on a turn). */
+    lastCommand: Nullable(LastCommand),
     createdAt: Timestamp,
     updatedAt: Timestamp,
     claimedAt: Nullable(Timestamp),

@@ -55,6 +55,53 @@ export const JudgeSpec = Type.Object(
 );
 export type JudgeSpec = Static<typeof JudgeSpec>;
 
+/**
+ * Why a task waits. Known reasons (a later version may add more, e.g. `paused`; clients show
+ * an unknown reason with its message):
+ * - `capacity`: a limit (global, tenant, profile, queue) is reached; `limit` names it and its use;
+ * - `backoff`: a retry (or a start the scheduler could not make) waits until `until`;
+ * - `run-after`: the task's `runAfter` (`until`) has not come;
+ * - `blocked`: it cannot start without a person (all attempts used);
+ * - `session-busy`: its session serves another turn;
+ * - `paused`: its queue is paused;
+ * - `dispatching`: ready, the scheduler starts it on its next pass;
+ * - `scheduler-off`: ready, but this manager's scheduler is off: `queue dispatch` starts it;
+ * - `waiting-runner`: dispatched, its runner has not taken the turn yet.
+ */
+export const WAITING_REASONS = [
+  'capacity',
+  'backoff',
+  'run-after',
+  'blocked',
+  'session-busy',
+  'paused',
+  'dispatching',
+  'scheduler-off',
+  'waiting-runner',
+] as const;
+export type WaitingReason = (typeof WAITING_REASONS)[number];
+export const CAPACITY_SCOPES = ['global', 'tenant', 'profile', 'queue'] as const;
+
+export const TaskWaiting = Type.Object({
+  reason: Type.String({
+    description: `why the task waits: ${WAITING_REASONS.join(', ')} (open: later versions may add reasons)`,
+  }),
+  message: Type.String(),
+  /** When the wait ends by itself (backoff, runAfter); null when it ends on an event. */
+  until: Nullable(Timestamp),
+  /** The capacity limit it waits on, with its current use (reason `capacity` only). */
+  limit: Nullable(
+    Type.Object({
+      scope: StringEnum(CAPACITY_SCOPES),
+      /** The tenant, profile or queue; null for the global limit. */
+      key: Nullable(Type.String()),
+      limit: Type.Integer(),
+      used: Type.Integer(),
+    }),
+  ),
+});
+export type TaskWaiting = Static<typeof TaskWaiting>;
+
 /** How the scheduler sees a task (shown with the task). */
 export const TaskScheduling = Type.Object({
   runAfter: Nullable(Timestamp),

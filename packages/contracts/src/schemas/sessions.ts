@@ -1,5 +1,15 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Id, JsonObject, Nullable, StringEnum, Text, Timestamp } from './common.js';
+import {
+  Id,
+  INT32_MAX,
+  JsonObject,
+  Nullable,
+  SAFE_INT_MAX,
+  SeqPosition,
+  StringEnum,
+  Text,
+  Timestamp,
+} from './common.js';
 import { Liveness } from './liveness.js';
 import { ExecutionPolicyInput, ResourceBundleRef, TraceSink, WorkspaceRef } from './runs.js';
 import { RunnerJobCreateBody } from './runner-jobs.js';
@@ -213,8 +223,8 @@ export const StorageRefreshBody = Type.Object(
   {
     /** The runner holding the lease of the session's run (with its `x-lease-token`). */
     runnerId: Id,
-    sizeBytes: Type.Integer({ minimum: 0 }),
-    filesCount: Type.Integer({ minimum: 0 }),
+    sizeBytes: Type.Integer({ minimum: 0, maximum: SAFE_INT_MAX }),
+    filesCount: Type.Integer({ minimum: 0, maximum: INT32_MAX }),
     sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
   },
   { additionalProperties: false },
@@ -232,7 +242,7 @@ export type StorageResponse = Static<typeof StorageResponse>;
 
 export const SessionEventsQuery = Type.Object(
   {
-    afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
+    afterSeq: Type.Optional(SeqPosition),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     runId: Type.Optional(Id),
   },

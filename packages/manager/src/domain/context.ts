@@ -5,6 +5,7 @@ import type { Logger } from '../logging.js';
 import type { Db } from '../store/db.js';
 import type { Executor, RunRow, Tx } from '../store/runs.js';
 import type { Wakeups } from '../store/wakeups.js';
+import type { WatchSlots } from './runs/watch-slots.js';
 
 /**
  * What a domain operation may use. Passed explicitly so a test can build one around a real
@@ -18,6 +19,8 @@ export interface Ctx {
   /** Known secret values (API key, store password, credentials in flight): never stored. */
   readonly redactor: Redactor;
   readonly hooks: DomainHooks;
+  /** The process's bound on client long-polls and event streams. */
+  readonly watches: WatchSlots;
 }
 
 /**
@@ -48,6 +51,8 @@ export interface DomainHooks {
   afterRunCancelled?(runId: string): void;
   /** A command or run reached a terminal state (inside its transaction). */
   onTerminal(trx: Tx, change: TerminalChange): Promise<void>;
+  /** A runner acknowledged a command: its work started (inside the acknowledging transaction). */
+  onAcknowledged?(trx: Tx, change: { runId: string; commandId: string }): Promise<void>;
 }
 
 export interface TerminalChange {

@@ -104,6 +104,10 @@ export function sendFailure(
     traceId: request.id,
     ...(failure.details ? { details: { ...failure.details } } : {}),
   };
+  // A refusal that says when to come back says it in the standard header too.
+  const retryAfter = failure.details?.['retryAfterSeconds'];
+  if (typeof retryAfter === 'number' && Number.isFinite(retryAfter))
+    reply.header('retry-after', String(Math.max(0, Math.ceil(retryAfter))));
   return reply.code(failure.httpStatus).send(body);
 }
 

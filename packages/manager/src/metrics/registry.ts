@@ -68,6 +68,15 @@ export const openStreams = new Gauge({
   registers: [registry],
 });
 
+export const clientWatches = new Counter({
+  name: 'svc_client_watches_total',
+  help: 'Client long-polls (waitMs) and event streams asked for, by kind and outcome (accepted, refused at the per-process bound)',
+  labelNames: ['kind', 'outcome'] as const,
+  registers: [registry],
+});
+
 // Series that exist from the start, so a dashboard shows 0 rather than "no data".
 for (const kind of ['client', 'runner']) openWaits.set({ kind }, 0);
 for (const outcome of ['granted', 'conflict']) leaseClaims.inc({ outcome }, 0);
+for (const kind of ['long-poll', 'stream'])
+  for (const outcome of ['accepted', 'refused']) clientWatches.inc({ kind, outcome }, 0);

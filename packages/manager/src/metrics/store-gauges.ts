@@ -1,6 +1,14 @@
 import { sql } from 'kysely';
 import { Gauge } from 'prom-client';
-import { COMMAND_STATES, RUN_STATES, RUNNER_JOB_PHASES, TASK_STATES } from '@svc/contracts';
+import {
+  COMMAND_STATES,
+  RUN_ACTIVITIES,
+  RUN_STATES,
+  RUNNER_JOB_PHASES,
+  TASK_STATES,
+  TERMINAL_RUN_STATES,
+} from '@svc/contracts';
+import { activityOf } from '../store/run-view.js';
 import type { Db } from '../store/db.js';
 import { registry } from './registry.js';
 
@@ -12,6 +20,9 @@ export interface PoolStats {
 
 interface Counts {
   runs: Map<string, number>;
+  activities: Map<string, number>;
+  /** Failed and blocked runs by failure kind, keyed `state failureKind`. */
+  failures: Map<string, number>;
   commands: Map<string, number>;
   runnerJobs: Map<string, number>;
   queueTasks: Map<string, number>;
@@ -21,6 +32,17 @@ const gauge = (name: string, help: string, label: string) =>
   new Gauge({ name, help, labelNames: [label], registers: [registry] });
 
 const runs = gauge('svc_runs', 'Runs in the store by state', 'state');
+const activities = gauge(
+  'svc_runs_activity',
+  'Runs by what they do now (waiting-runner, turn-active, idle, closed)',
+  'activity',
+);
+const failures = new Gauge({
+  name: 'svc_runs_failed',
+  help: 'Failed and blocked runs in the store by state and failure kind (a run ends in its last turn outcome)',
+  labelNames: ['state', 'failure_kind'] as const,
+  registers: [registry],
+});
 const commands = gauge('svc_commands', 'Commands in the store by state', 'state');
 const runnerJobs = gauge('svc_runner_jobs', 'Runner jobs in the store by phase', 'phase');
 const queueTasks = gauge('svc_queue_tasks', 'Queue tasks in the store by state', 'state');
@@ -72,6 +94,21 @@ export class StoreGauges {
       .then((counts) => {
         this.#at = Date.now();
         publish(runs, 'state', RUN_STATES, counts.runs);
+        const closed = TERMINAL_RUN_STATES.reduce(
+          (n, state) => n + (counts.runs.get(state) ?? 0),
+          0,
+        );
+        publish(
+          activities,
+          'activity',
+          RUN_ACTIVITIES,
+          new Map([...counts.activities, ['closed', closed]]),
+        );
+        failures.reset();
+        for (const [key, n] of counts.failures) {
+          const [state = '', kind = ''] = key.split(' ');
+          failures.set({ state, failure_kind: kind }, n);
+        }
         publish(commands, 'state', COMMAND_STATES, counts.commands);
         publish(runnerJobs, 'phase', RUNNER_JOB_PHASES, counts.runnerJobs);
         publish(queueTasks, 'state', TASK_STATES, counts.queueTasks);
@@ -90,12 +127,21 @@ export class StoreGauges {
 
   async #load(): Promise<Counts> {
     // One grouped count per table, in parallel; runs and queue tasks count from their state indexes.
-    const [r, c, j, q] = await Promise.all(
+    // Activities are counted over open runs only (closed is the sum of the terminal states).
+    const [r, a, f, c, j, q] = await Promise.all(
       [
         sql<{
           k: string;
           n: number;
         }>`SELECT state AS k, count(*)::int AS n FROM runs GROUP BY state`,
+        sql<{ k: string; n: number }>`
+          SELECT a.k, count(*)::int AS n FROM (
+            SELECT ${activityOf} AS k FROM runs
+            WHERE runs.state NOT IN ('completed', 'failed', 'blocked', 'cancelled')
+          ) a GROUP BY a.k`,
+        sql<{ k: string; n: number }>`
+          SELECT state || ' ' || coalesce(failure_kind, 'none') AS k, count(*)::int AS n
+          FROM runs WHERE state IN ('failed', 'blocked') GROUP BY state, failure_kind`,
         sql<{
           k: string;
           n: number;
@@ -110,7 +156,14 @@ export class StoreGauges {
         }>`SELECT state AS k, count(*)::int AS n FROM queue_tasks GROUP BY state`,
       ].map(async (query) => new Map((await query.execute(this.db)).rows.map((x) => [x.k, x.n]))),
     );
-    return { runs: r!, commands: c!, runnerJobs: j!, queueTasks: q! };
+    return {
+      runs: r!,
+      activities: a!,
+      failures: f!,
+      commands: c!,
+      runnerJobs: j!,
+      queueTasks: q!,
+    };
   }
 }
 

@@ -1,30 +1,27 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { Type } from '@sinclair/typebox';
-import { ServiceError } from '@svc/contracts';
+import { INT32_MAX, SeqPosition, ServiceError } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
 import { listEvents } from '../domain/runs/events.js';
 import { getRunRow, isTerminalRun } from '../domain/runs/runs.js';
-import { openStreams } from '../metrics/registry.js';
 import { watchEvents } from '../store/events-watch.js';
 import { eventsWakeKey } from '../store/wakeups.js';
 import { clientGone, errors, RunParams, type App } from './common.js';
 
 const StreamQuery = Type.Object(
-  { afterSeq: Type.Optional(Type.Integer({ minimum: 0 })) },
+  { afterSeq: Type.Optional(SeqPosition) },
   { additionalProperties: false },
 );
 const STREAM_PAGE = 500;
 const LAST_EVENT_ID = /^\d{1,15}$/;
-
-let open = 0;
 
 /**
  * Server-Sent Events of one run: each event is a `message` with `id:` = seq and the event
  * envelope as data; a comment line every heartbeat interval keeps proxies from closing an idle
  * stream; `event: end` says the run is terminal and every event was sent. A stream lasts at
  * most the configured duration, then closes; EventSource reconnects with Last-Event-ID and
- * resumes after that seq. The number of open streams per process is bounded.
+ * resumes after that seq. A stream holds one of the process's client watch slots (429 past them).
  */
 export function eventStreamRoutes(app: App, ctx: Ctx): void {
   app.get(
@@ -50,14 +47,18 @@ export function eventStreamRoutes(app: App, ctx: Ctx): void {
           field: 'last-event-id',
         });
       const afterSeq = header !== undefined ? Number(header) : (request.query.afterSeq ?? 0);
-      await getRunRow(ctx, request.params.runId);
-      if (open >= ctx.config.watch.maxStreams)
-        throw new ServiceError(
-          'capacity-exceeded',
-          `this manager holds its limit of ${ctx.config.watch.maxStreams} open event streams`,
-        );
-      open += 1;
-      openStreams.inc();
+      if (afterSeq > INT32_MAX)
+        throw new ServiceError('schema-invalid', `Last-Event-ID is past the largest seq`, {
+          field: 'last-event-id',
+        });
+      // The slot first: past the bound, nothing is read for a stream that will not be served.
+      const release = ctx.watches.take('stream');
+      try {
+        await getRunRow(ctx, request.params.runId);
+      } catch (error) {
+        release();
+        throw error;
+      }
       reply.hijack();
       const raw = reply.raw;
       raw.writeHead(200, {
@@ -73,8 +74,7 @@ export function eventStreamRoutes(app: App, ctx: Ctx): void {
       } catch (error) {
         request.log.warn({ err: error, runId: request.params.runId }, 'event stream ended early');
       } finally {
-        open -= 1;
-        openStreams.dec();
+        release();
         raw.end();
       }
     },

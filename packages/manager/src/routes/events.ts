@@ -7,6 +7,7 @@ import {
   EVENTS_PAGE_MAX,
   ResultEnvelope,
   ResultQuery,
+  SeqPosition,
   WaitMs,
 } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
@@ -16,7 +17,7 @@ import { clientGone, errors, leaseTokenOf, RUNNER, RunParams, type App } from '.
 
 const EventsQuery = Type.Object(
   {
-    afterSeq: Type.Optional(Type.Integer({ minimum: 0 })),
+    afterSeq: Type.Optional(SeqPosition),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: EVENTS_PAGE_MAX })),
     /** Wait for the first event after afterSeq (answers at once when one exists). */
     waitMs: Type.Optional(WaitMs),

@@ -126,6 +126,28 @@ export async function followTerminal(trx: Tx, change: TerminalChange): Promise<b
   return true;
 }
 
+/**
+ * A task follows its attempt's start too: when a runner acknowledges the attempt's turn, the
+ * attempt and the task move from `dispatched` to `running` in the acknowledging transaction
+ * (queue stats and the commander count them there from that commit on).
+ */
+export async function followAcknowledged(trx: Tx, commandId: string): Promise<boolean> {
+  const found = await trx
+    .selectFrom('queue_attempts')
+    .select(['attempt_id', 'task_id'])
+    .where('command_id', '=', commandId)
+    .where('state', '=', 'dispatched')
+    .executeTakeFirst();
+  if (!found) return false;
+  const task = await lockTask(trx, found.task_id);
+  const current = await findAttempt(trx, found.attempt_id);
+  if (!task || !current || current.state !== 'dispatched') return false;
+  if (task.latest_attempt_id !== current.attempt_id) return false;
+  const records = await recordsOf(trx, current);
+  await applyOutcome(trx, task.task_id, current, outcomeOf(current, records), records);
+  return true;
+}
+
 export function outcomeOfRow(attempt: AttemptRow): AttemptOutcome {
   return {
     state: attempt.state as AttemptOutcome['state'],

@@ -14,6 +14,7 @@ import { toSummary } from './records.js';
 import { currentChangeSeq } from './store.js';
 import type { AttemptRow, TaskRow } from './store.js';
 import { attemptCounts, currentReads, taskCounts } from './counters.js';
+import { dispatchHelps, waitingView } from './waiting.js';
 import { PREPARED } from '../../store/prepared.js';
 
 const MAX_GROUPS = 500;
@@ -132,7 +133,10 @@ const RANK: Record<string, number> = { failed: 0, blocked: 1, running: 2, dispat
  * What needs a person first, from task summaries and statistics: failed and blocked tasks,
  * then work in flight, then (for a reader) finished tasks not read yet, then queued tasks.
  */
-export async function commander(ctx: Pick<Ctx, 'db'>, query: CommanderQuery): Promise<Commander> {
+export async function commander(
+  ctx: Pick<Ctx, 'db' | 'config'>,
+  query: CommanderQuery,
+): Promise<Commander> {
   const limit = query.limit ?? QUEUE_PAGE_DEFAULT;
   const reader = query.readerId ?? null;
   const [rows, stats, changeSeq, current] = await Promise.all([
@@ -143,13 +147,22 @@ export async function commander(ctx: Pick<Ctx, 'db'>, query: CommanderQuery): Pr
   ]);
   // Every task the reader has not read at its latest version, from the counters.
   const unreadN = current === null ? null : stats.total - current;
-  const items = rows.slice(0, limit).map(({ row, attempt }) => {
+  const shown = rows.slice(0, limit);
+  const view = await waitingView(
+    ctx.db,
+    ctx.config.scheduler,
+    shown.map(({ row }) => row),
+  );
+  // Tasks a person's dispatch would start now (the scheduler will not, nothing refuses it).
+  const dispatchable = new Set<string>();
+  const items = shown.map(({ row, attempt }) => {
     const reason: Reason =
       row.state in RANK ? (row.state as Reason) : row.state === 'queued' ? 'queued' : 'unread';
-    const task: TaskSummary = toSummary(row, attempt, {
+    const task: TaskSummary = toSummary(row, attempt, view, {
       full: query.view === 'full',
       reader: reader ? { readerId: reader, readVersion: row.read_version ?? null } : null,
     });
+    if (dispatchHelps(row, attempt, task.waiting, view)) dispatchable.add(task.taskId);
     return { reason, task };
   });
   return {
@@ -161,21 +174,26 @@ export async function commander(ctx: Pick<Ctx, 'db'>, query: CommanderQuery): Pr
     unread: unreadN,
     items,
     truncated: rows.length > limit,
-    next: nextSteps(items, reader),
+    next: nextSteps(items, reader, dispatchable),
   };
 }
 
-function nextSteps(items: Commander['items'], reader: string | null): string[] {
+function nextSteps(
+  items: Commander['items'],
+  reader: string | null,
+  dispatchable: ReadonlySet<string>,
+): string[] {
   const steps: string[] = [];
   for (const { reason, task } of items) {
     if (steps.length >= 5) break;
     if (reason === 'failed' || reason === 'blocked') {
-      steps.push(
-        task.counters.attempts < task.maxAttempts
-          ? `queue dispatch ${task.taskId}`
-          : `queue cancel ${task.taskId}`,
-      );
-      if (task.next && task.next !== `queue dispatch ${task.taskId}`) steps.push(task.next);
+      // A dispatch only when it helps: not one the scheduler makes by itself (a retry), not
+      // one capacity or a busy session would refuse.
+      const dispatch = `queue dispatch ${task.taskId}`;
+      if (dispatchable.has(task.taskId)) steps.push(dispatch);
+      else if (task.counters.attempts >= task.maxAttempts)
+        steps.push(`queue cancel ${task.taskId}`);
+      if (task.next && task.next !== dispatch) steps.push(task.next);
     } else if (reason === 'unread' && reader) {
       if (task.next) steps.push(task.next);
       steps.push(`queue read ${task.taskId} --reader-id ${reader}`);

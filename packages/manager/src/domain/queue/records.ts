@@ -8,14 +8,17 @@ import {
   type TaskReference,
   type TaskState,
   type TaskSummary,
+  type TaskWaiting,
 } from '@svc/contracts';
 import type { Selectable } from 'kysely';
 import { iso, isoRequired } from '../../store/json.js';
 import type { QueueJudgeRunsTable, QueueTaskReferencesTable } from '../../store/schema.js';
-import type { SchedulerSettings } from '../../config.js';
 import { schedulingOf } from '../scheduler/task-policy.js';
 import { sessionPath } from '../sessions/records.js';
 import type { AttemptRow, TaskRow } from './store.js';
+import { dispatchHelps, waitingOf, type WaitingView } from './waiting.js';
+
+const FAILED: readonly string[] = ['failed', 'blocked'];
 
 /** Rows -> API records. Every field is named on purpose; nothing is read from runs or events. */
 export function toAttempt(row: AttemptRow): Attempt {
@@ -54,15 +57,27 @@ export function toAttempt(row: AttemptRow): Attempt {
   };
 }
 
-/** The command a person runs next for this task (session commands once a session exists). */
-export function nextCommand(task: TaskRow, attempt: AttemptRow | null): string {
+/**
+ * The command a person runs next for this task (session commands once a session exists). A
+ * dispatch only when it is the person's to make and would not be refused (waiting.ts); a task
+ * that waits (for the scheduler, capacity, a backoff, its session) points at `queue show`,
+ * which says why and until when.
+ */
+export function nextCommand(
+  task: TaskRow,
+  attempt: AttemptRow | null,
+  waiting: TaskWaiting | null,
+  view: WaitingView,
+): string {
   const sessionId = attempt?.session_id ?? null;
-  const attemptsLeft = task.attempt_count < task.max_attempts;
+  const show = `queue show ${task.task_id}`;
+  const dispatch = dispatchHelps(task, attempt, waiting, view)
+    ? `queue dispatch ${task.task_id}`
+    : show;
   if (task.state === 'cancelled')
-    return sessionId && attempt?.run_id
-      ? `sessions show ${sessionId}`
-      : `queue show ${task.task_id}`;
-  if (!attempt || !sessionId) return `queue dispatch ${task.task_id}`;
+    return sessionId && attempt?.run_id ? `sessions show ${sessionId}` : show;
+  if (!attempt || !sessionId)
+    return task.state === 'queued' || FAILED.includes(task.state) ? dispatch : show;
   const seq = (attempt.supervisor as Supervisor | null)?.lastActivitySeq ?? null;
   const after = seq ? ` --after-seq ${Math.max(0, seq - 20)}` : '';
   // An attempt that ended before its run wrote anything has no trace to read.
@@ -73,8 +88,7 @@ export function nextCommand(task: TaskRow, attempt: AttemptRow | null): string {
       return `sessions output ${sessionId}${after} --follow`;
     case 'failed':
     case 'blocked':
-      if (traceless)
-        return attemptsLeft ? `queue dispatch ${task.task_id}` : `queue show ${task.task_id}`;
+      if (traceless) return dispatch;
       return `sessions trace ${sessionId}${after}`;
     case 'completed':
       return `sessions output ${sessionId}${after}`;
@@ -91,8 +105,10 @@ export interface SummaryOptions {
 export function toSummary(
   row: TaskRow,
   attempt: AttemptRow | null,
+  view: WaitingView,
   options: SummaryOptions = { full: false },
 ): TaskSummary {
+  const waiting = waitingOf(row, attempt, view);
   const summary: TaskSummary = {
     taskId: row.task_id,
     queue: row.queue,
@@ -111,7 +127,8 @@ export function toSummary(
     sessionId: row.session_id,
     sessionPath: row.session_id ? sessionPath(row.session_id) : null,
     latestAttempt: attempt ? toAttempt(attempt) : null,
-    next: nextCommand(row, attempt),
+    waiting,
+    next: nextCommand(row, attempt, waiting, view),
     version: row.version,
     changeSeq: Number(row.change_seq),
     updatedAt: isoRequired(row.updated_at),
@@ -144,11 +161,11 @@ export function toTask(
   attempt: AttemptRow | null,
   references: Selectable<QueueTaskReferencesTable>[],
   judgeRuns: Selectable<QueueJudgeRunsTable>[],
-  settings: SchedulerSettings,
+  view: WaitingView,
   attempts: AttemptRow[] = [],
 ): Task {
   return {
-    ...toSummary(row, attempt, { full: false }),
+    ...toSummary(row, attempt, view, { full: false }),
     tenantId: row.tenant_id,
     projectId: row.project_id,
     providerId: row.provider_id,
@@ -166,7 +183,7 @@ export function toTask(
     })),
     judgeRuns: judgeRuns.map(toJudgeRun),
     attempts: attempts.map(toAttempt),
-    scheduling: schedulingOf(row, settings),
+    scheduling: schedulingOf(row, view.settings),
     cancelReason: row.cancel_reason,
     terminalAt: iso(row.terminal_at),
     valuesPrinted: false,

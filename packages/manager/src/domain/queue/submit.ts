@@ -22,6 +22,7 @@ import { schedulingColumns } from '../scheduler/task-policy.js';
 import { findTask, LAST_CHANGE_SEQ, takeChangeSeqs } from './store.js';
 import type { Executor } from '../../store/runs.js';
 import { toTask } from './records.js';
+import { waitingView } from './waiting.js';
 import { getTask } from './views.js';
 import { PREPARED } from '../../store/prepared.js';
 
@@ -149,6 +150,11 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
   ctx.wakeups.committed(QUEUE_SUBMIT_KEY);
   // The task as it was written: new, no attempt or judge run yet.
   const { woke: _woke, ...written } = inserted.written;
-  const task = toTask(written, null, inserted.stored, [], ctx.config.scheduler);
+  // Why it waits: with the scheduler on it is the scheduler's to start (capacity is read when a
+  // view of the task is asked for, not on every submit); off, a person's dispatch, if it fits.
+  const view = await waitingView(ctx.db, ctx.config.scheduler, [written], {
+    capacity: !ctx.config.scheduler.enabled,
+  });
+  const task = toTask(written, null, inserted.stored, [], view);
   return { kind: 'task', task, created: true };
 }

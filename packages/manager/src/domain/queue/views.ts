@@ -11,6 +11,7 @@ import {
 import type { Executor } from '../../store/runs.js';
 import type { Ctx } from '../context.js';
 import { decodeCursor, encodeCursor, toSummary, toTask } from './records.js';
+import { waitingView } from './waiting.js';
 import {
   currentChangeSeq,
   findAttempt,
@@ -35,13 +36,14 @@ export async function getTaskRow(db: Executor, taskId: string): Promise<TaskRow>
 
 export async function getTask(ctx: Pick<Ctx, 'db' | 'config'>, taskId: string): Promise<Task> {
   const row = await getTaskRow(ctx.db, taskId);
-  const [attempt, references, judgeRuns, attempts] = await Promise.all([
+  const [attempt, references, judgeRuns, attempts, view] = await Promise.all([
     row.latest_attempt_id ? findAttempt(ctx.db, row.latest_attempt_id) : Promise.resolve(undefined),
     listReferences(ctx.db, taskId),
     listJudgeRuns(ctx.db, taskId),
     listAttempts(ctx.db, taskId, TASK_ATTEMPTS_SHOWN),
+    waitingView(ctx.db, ctx.config.scheduler, [row]),
   ]);
-  return toTask(row, attempt ?? null, references, judgeRuns, ctx.config.scheduler, attempts);
+  return toTask(row, attempt ?? null, references, judgeRuns, view, attempts);
 }
 
 /** Latest attempts of a page of tasks, in one query. */
@@ -58,7 +60,10 @@ export async function latestAttempts(
  * submitted first). With it: every task changed after that changeSeq, in changeSeq order, for
  * incremental polling; `nextUpdatedAfter` is the watermark for the next poll.
  */
-export async function listTasks(ctx: Pick<Ctx, 'db'>, query: TaskListQuery): Promise<TaskPage> {
+export async function listTasks(
+  ctx: Pick<Ctx, 'db' | 'config'>,
+  query: TaskListQuery,
+): Promise<TaskPage> {
   const limit = query.limit ?? QUEUE_PAGE_DEFAULT;
   const polling = query.updatedAfter !== undefined;
   const cursor = query.cursor ? decodeCursor(query.cursor) : null;
@@ -88,10 +93,14 @@ export async function listTasks(ctx: Pick<Ctx, 'db'>, query: TaskListQuery): Pro
     currentChangeSeq(ctx.db),
   ]);
   const page = rows.slice(0, limit);
-  const attempts = await latestAttempts(ctx.db, page);
+  const [attempts, view] = await Promise.all([
+    latestAttempts(ctx.db, page),
+    waitingView(ctx.db, ctx.config.scheduler, page),
+  ]);
   const full = query.view === 'full';
   const tasks = page.map((row) => {
-    const summary = toSummary(row, attempts.get(row.latest_attempt_id ?? '') ?? null, { full });
+    const attempt = attempts.get(row.latest_attempt_id ?? '') ?? null;
+    const summary = toSummary(row, attempt, view, { full });
     if (polling) summary.cursor = encodeCursor({ kind: 'seq', seq: Number(row.change_seq) });
     return summary;
   });

@@ -247,8 +247,10 @@ export async function cancelCommand(
 /**
  * Runner acknowledgement: accepted/delivered -> confirmed, and the run claimed -> running, in
  * one statement (`acknowledge`). A replacement runner (now the lease owner) takes over a
- * command its predecessor had acknowledged and never finished. Only a refusal reads again, to
- * tell a repeated ack (answered with the command) from a state conflict.
+ * command its predecessor had acknowledged and never finished. A command of a queue attempt
+ * still `dispatched` is acknowledged in a transaction with its attempt and task, which then
+ * read `running` (the work started), as they follow a terminal status. Only a refusal reads
+ * again, to tell a repeated ack (answered with the command) from a state conflict.
  */
 export async function ackCommand(
   ctx: Ctx,
@@ -256,7 +258,15 @@ export async function ackCommand(
   runnerId: string,
   leaseToken: string | undefined,
 ): Promise<Command> {
-  const outcome = await acknowledge(ctx.db, commandId, runnerId, tokenHash(leaseToken ?? ''));
+  const hash = tokenHash(leaseToken ?? '');
+  let outcome = await acknowledge(ctx.db, commandId, runnerId, hash, true);
+  if (outcome.kind === 'follow')
+    outcome = await ctx.db.transaction().execute(async (trx) => {
+      const acked = await acknowledge(trx, commandId, runnerId, hash, false);
+      if (acked.kind === 'acknowledged')
+        await ctx.hooks.onAcknowledged?.(trx, { runId: acked.command.run_id, commandId });
+      return acked;
+    });
   if (outcome.kind === 'not-found')
     throw new ServiceError('not-found', `command ${commandId} not found`);
   if (outcome.kind === 'lease-conflict') throw leaseConflict(outcome.run);

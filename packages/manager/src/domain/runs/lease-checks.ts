@@ -32,8 +32,9 @@ export function assertLeaseOwner(
 }
 
 /**
- * The refusal names neither the holder nor any token: a caller without the lease learns only
- * that it does not hold it, and when the lease runs out.
+ * The refusal names the holder and when its lease runs out (spec/2: "owner and lease expiry"),
+ * never a token: the runnerId is public (the run record shows it) and the lease token, not the
+ * runnerId, is what fences.
  */
 export function leaseConflict(
   run: Pick<LeaseFacts, 'run_id' | 'lease_owner' | 'lease_expires_at'>,
@@ -41,8 +42,16 @@ export function leaseConflict(
   return new ServiceError(
     'runner-lease-conflict',
     run.lease_owner
-      ? `run ${run.run_id} is not leased to this caller (send the x-lease-token its claim returned)`
+      ? `run ${run.run_id} is leased by ${run.lease_owner}, not by this caller (send the x-lease-token its claim returned)`
       : `run ${run.run_id} has not been claimed`,
-    { leaseExpiresAt: iso(run.lease_expires_at) },
+    ownerDetails(run.lease_owner, run.lease_expires_at),
   );
+}
+
+/** The details of every `runner-lease-conflict`: who holds the lease, and until when. */
+export function ownerDetails(
+  owner: string | null,
+  expiresAt: Date | string | null,
+): { ownerRunnerId: string | null; leaseExpiresAt: string | null } {
+  return { ownerRunnerId: owner, leaseExpiresAt: iso(expiresAt) };
 }

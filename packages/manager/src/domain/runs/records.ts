@@ -10,10 +10,10 @@ import type {
 import type { CommandRow } from '../../store/commands.js';
 import type { EventRow } from '../../store/events.js';
 import { iso, isoRequired } from '../../store/json.js';
-import type { RunRow } from '../../store/runs.js';
+import type { RunViewRow } from '../../store/run-view.js';
 
 /** Row -> API record mappers: the only place a column becomes a response field. */
-export function toRun(row: RunRow, now: Date): Run {
+export function toRun(row: RunViewRow, now: Date): Run {
   const expiresAt = row.lease_expires_at;
   return {
     runId: row.run_id,
@@ -39,6 +39,17 @@ export function toRun(row: RunRow, now: Date): Run {
     },
     lastSeq: row.last_seq,
     latestCommandId: row.latest_command_id,
+    activity: row.activity,
+    lastCommand: row.lc_command_id
+      ? {
+          commandId: row.lc_command_id,
+          type: row.lc_type as NonNullable<Run['lastCommand']>['type'],
+          state: row.lc_state as NonNullable<Run['lastCommand']>['state'],
+          failureKind: row.lc_failure_kind,
+          message: row.lc_message,
+          endedAt: iso(row.lc_terminal_at),
+        }
+      : null,
     createdAt: isoRequired(row.created_at),
     updatedAt: isoRequired(row.updated_at),
     claimedAt: iso(row.claimed_at),

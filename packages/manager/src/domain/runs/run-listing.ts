@@ -1,6 +1,15 @@
 import { sql } from 'kysely';
-import { RUNS_PAGE_DEFAULT, ServiceError, type RunListQuery, type RunPage } from '@svc/contracts';
+import {
+  RUN_STATES,
+  RUNS_PAGE_DEFAULT,
+  ServiceError,
+  TERMINAL_RUN_STATES,
+  type RunActivity,
+  type RunListQuery,
+  type RunPage,
+} from '@svc/contracts';
 import { dbNow } from '../../store/runs.js';
+import { activityOf, runViews } from '../../store/run-view.js';
 import type { Ctx } from '../context.js';
 import { toRun } from './records.js';
 
@@ -46,12 +55,15 @@ function decodeCursor(raw: string): Position {
 const instantOf = (micros: string) =>
   sql`(timestamptz 'epoch' + ${micros}::bigint * interval '1 microsecond')`;
 
+const OPEN_STATES = RUN_STATES.filter((s) => !TERMINAL_RUN_STATES.includes(s));
+const values = (list: string) => [...new Set(list.split(','))];
+
 export async function listRuns(ctx: Ctx, query: RunListQuery): Promise<RunPage> {
   const limit = query.limit ?? RUNS_PAGE_DEFAULT;
-  let q = ctx.db
-    .selectFrom('runs')
-    .selectAll()
-    .select(sql<string>`(extract(epoch from created_at) * 1000000)::bigint::text`.as('created_us'))
+  let q = runViews(ctx.db)
+    .select(
+      sql<string>`(extract(epoch from runs.created_at) * 1000000)::bigint::text`.as('created_us'),
+    )
     // What the run was asked first, for a list a person scans (the commands' (run_id, seq) key).
     .select(
       sql<string | null>`(SELECT left(c.payload->>'prompt', ${FIRST_PROMPT_CHARS}) FROM commands c
@@ -59,25 +71,34 @@ export async function listRuns(ctx: Ctx, query: RunListQuery): Promise<RunPage> 
         'first_prompt',
       ),
     );
-  if (query.tenantId !== undefined) q = q.where('tenant_id', '=', query.tenantId);
-  if (query.projectId !== undefined) q = q.where('project_id', '=', query.projectId);
-  if (query.backendProfile !== undefined) q = q.where('backend_profile', '=', query.backendProfile);
-  if (query.sessionId !== undefined) q = q.where('session_id', '=', query.sessionId);
-  if (query.state !== undefined) q = q.where('state', 'in', [...new Set(query.state.split(','))]);
+  if (query.tenantId !== undefined) q = q.where('runs.tenant_id', '=', query.tenantId);
+  if (query.projectId !== undefined) q = q.where('runs.project_id', '=', query.projectId);
+  if (query.backendProfile !== undefined)
+    q = q.where('runs.backend_profile', '=', query.backendProfile);
+  if (query.sessionId !== undefined) q = q.where('runs.session_id', '=', query.sessionId);
+  if (query.state !== undefined) q = q.where('runs.state', 'in', values(query.state));
+  if (query.activity !== undefined) {
+    const wanted = values(query.activity) as RunActivity[];
+    q = q.where(activityOf, 'in', wanted);
+    // The run state tells closed from open: an index range, then the probe only on those.
+    if (!wanted.includes('closed')) q = q.where('runs.state', 'in', OPEN_STATES);
+    else if (wanted.length === 1) q = q.where('runs.state', 'in', TERMINAL_RUN_STATES);
+  }
+  if (query.lastOutcome !== undefined) q = q.where('lc.state', 'in', values(query.lastOutcome));
   if (query.createdAfter !== undefined)
-    q = q.where('created_at', '>', new Date(query.createdAfter));
+    q = q.where('runs.created_at', '>', new Date(query.createdAfter));
   if (query.createdBefore !== undefined)
-    q = q.where('created_at', '<', new Date(query.createdBefore));
+    q = q.where('runs.created_at', '<', new Date(query.createdBefore));
   if (query.cursor !== undefined) {
     const position = decodeCursor(query.cursor);
     q = q.where(
-      sql<boolean>`(created_at, run_id) < (${instantOf(position.micros)}, ${position.runId})`,
+      sql<boolean>`(runs.created_at, runs.run_id) < (${instantOf(position.micros)}, ${position.runId})`,
     );
   }
   const [rows, now] = await Promise.all([
     q
-      .orderBy('created_at', 'desc')
-      .orderBy('run_id', 'desc')
+      .orderBy('runs.created_at', 'desc')
+      .orderBy('runs.run_id', 'desc')
       .limit(limit + 1)
       .execute(),
     dbNow(ctx.db),

@@ -1,17 +1,17 @@
 import { sql } from 'kysely';
 import { OUTCOME_FAILURE_KINDS, ServiceError, type Run, type RunStatusBody } from '@svc/contracts';
-import { nonTerminalCommands } from '../../store/commands.js';
-import { dbNow } from '../../store/runs.js';
+import { findCommand, nonTerminalCommands } from '../../store/commands.js';
+import { closingOutcome } from './run-outcome.js';
 import { runWakeKey } from '../../store/wakeups.js';
 import type { Ctx } from '../context.js';
 import { assertLeaseOwner } from './lease-checks.js';
-import { toRun } from './records.js';
-import { isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';
+import { getRun, isTerminalRun, lockRunOrThrow, terminateRun } from './runs.js';
 
 /**
  * The runner's run-level report. `running` marks progress; a terminal state ends the run with
  * its terminal_status event. `completed` is refused while commands are unfinished: the runner
- * must serve them (or report a failure) before it may close the run.
+ * must serve them (or report a failure) before it may close the run. `completed` closes the run
+ * in its last turn's outcome (run-outcome.ts): a run whose last turn failed ends failed.
  */
 export async function reportRunStatus(
   ctx: Ctx,
@@ -42,6 +42,16 @@ export async function reportRunStatus(
       }
       if (body.failureKind)
         throw new ServiceError('schema-invalid', 'a completed run carries no failureKind');
+      // A runner closes its run when no more work comes; the run ends as its last turn did.
+      const ended = closingOutcome(
+        run.latest_command_id ? await findCommand(trx, run.latest_command_id) : undefined,
+        body.message ?? null,
+      );
+      if (ended)
+        return terminateRun(ctx, trx, run, {
+          ...ended,
+          source: 'runner-closed-after-last-turn',
+        });
     }
     const failureKind =
       body.state === 'completed'
@@ -59,5 +69,5 @@ export async function reportRunStatus(
     });
   });
   if (isTerminalRun(row.state)) await ctx.wakeups.publish(runWakeKey(runId));
-  return toRun(row, await dbNow(ctx.db));
+  return getRun(ctx, runId);
 }

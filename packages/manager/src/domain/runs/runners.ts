@@ -21,9 +21,9 @@ import { leaseClaims, leaseExpiries, leaseTakeovers } from '../../metrics/regist
 import type { Ctx } from '../context.js';
 import { managerEvent, writeEvents } from './event-log.js';
 import { mintLeaseToken, tokenHash } from '../caller-tokens.js';
-import { assertLeaseOwner, leaseConflict } from './lease-checks.js';
-import { toCommand, toRun } from './records.js';
-import { getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
+import { assertLeaseOwner, leaseConflict, ownerDetails } from './lease-checks.js';
+import { toCommand } from './records.js';
+import { getRun, getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
 import { PREPARED } from '../../store/prepared.js';
 
 export async function registerRunner(
@@ -156,12 +156,12 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
     leaseClaims.inc({ outcome: 'conflict' });
     const run = outcome.conflict;
     const expiresAt = run.lease_expires_at ? new Date(run.lease_expires_at) : null;
-    // The holder's runnerId is not told: the waiting claimer needs only when to try again.
+    // Owner and expiry (spec/2): a replacement waits for the expiry, an operator sees who holds it.
     throw new ServiceError(
       'runner-lease-conflict',
-      `run ${runId} is leased by another runner until ${iso(expiresAt)}`,
+      `run ${runId} is leased by ${run.lease_owner ?? 'another runner'} until ${iso(expiresAt)}`,
       {
-        leaseExpiresAt: iso(expiresAt),
+        ...ownerDetails(run.lease_owner, expiresAt),
         retryAfterMs: expiresAt ? Math.max(0, expiresAt.getTime() - outcome.now.getTime()) + 50 : 0,
       },
     );
@@ -174,7 +174,7 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
     leaseTakeovers.inc();
   }
   return {
-    run: toRun(run, outcome.now),
+    run: await getRun(ctx, runId),
     lease: leaseGrant(run, ttl),
     leaseToken,
     recovered: outcome.previousOwner !== null,

@@ -10,7 +10,8 @@ import {
 import type { Insertable } from 'kysely';
 import type { RunsTable } from '../../store/schema.js';
 import { json } from '../../store/json.js';
-import { dbNow, findRun, insertRun, lockRun, type RunRow, type Tx } from '../../store/runs.js';
+import { findRun, insertRun, lockRun, type RunRow, type Tx } from '../../store/runs.js';
+import { findRunView, NO_FACTS } from '../../store/run-view.js';
 import { nonTerminalCommands, updateCommand } from '../../store/commands.js';
 import { checkRunSources } from './bundle-policy.js';
 import type { Ctx } from '../context.js';
@@ -70,7 +71,7 @@ export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
   const row = await insertRun(ctx.db, runRowOf(ctx, body, profile, sessionRef));
   runsCreated.inc();
   if (row.session_id) dispatchScope()?.noteRun(row.run_id, row.session_id);
-  return toRun(row, new Date());
+  return toRun({ ...row, ...NO_FACTS }, new Date());
 }
 
 export async function getRunRow(ctx: Pick<Ctx, 'db'>, runId: string): Promise<RunRow> {
@@ -79,9 +80,11 @@ export async function getRunRow(ctx: Pick<Ctx, 'db'>, runId: string): Promise<Ru
   return row;
 }
 
-export async function getRun(ctx: Ctx, runId: string): Promise<Run> {
-  const [row, now] = await Promise.all([getRunRow(ctx, runId), dbNow(ctx.db)]);
-  return toRun(row, now);
+/** The run record: its row, activity and latest turn, and the database clock, in one read. */
+export async function getRun(ctx: Pick<Ctx, 'db'>, runId: string): Promise<Run> {
+  const row = await findRunView(ctx.db, runId);
+  if (!row) throw new ServiceError('not-found', `run ${runId} not found`);
+  return toRun(row, row.view_now);
 }
 
 export async function lockRunOrThrow(trx: Tx, runId: string): Promise<RunRow> {
@@ -183,5 +186,5 @@ export async function cancelRun(ctx: Ctx, runId: string, reason: string | undefi
   });
   await ctx.wakeups.publish(runWakeKey(runId));
   if (row.state === 'cancelled') ctx.hooks.afterRunCancelled?.(runId);
-  return toRun(row, await dbNow(ctx.db));
+  return getRun(ctx, runId);
 }

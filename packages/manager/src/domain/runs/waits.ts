@@ -1,6 +1,5 @@
 import { sql } from 'kysely';
 import { TERMINAL_COMMAND_STATES, type EventPage, type ResultEnvelope } from '@svc/contracts';
-import { openWaits } from '../../metrics/registry.js';
 import { eventsWakeKey } from '../../store/wakeups.js';
 import { watchEvents } from '../../store/events-watch.js';
 import type { Ctx } from '../context.js';
@@ -8,14 +7,11 @@ import { listEvents } from './events.js';
 import { buildResult } from './results.js';
 import { isTerminalRun } from './runs.js';
 
-/** Long-polls open in this process (runner command polls are counted by the runner routes). */
-let open = 0;
-
 /**
  * Read, and while the answer is "nothing yet", wait for the run's next event wake-up and read
  * again, until `waitMs` has passed or the client left. Subscribing before each read means an
- * event committed between the read and the wait still wakes it. Past the process's bound of
- * open long-polls a call answers at once, as a plain read: waits degrade, never pile up.
+ * event committed between the read and the wait still wakes it. A wait holds one of the
+ * process's client watch slots; with none free it is refused (429) before it reads anything.
  * `worthReading`, when given, is asked after each wake-up: a false answer waits again without
  * the full read (the deadline still ends with one).
  */
@@ -29,10 +25,17 @@ async function readUntil<T>(
   worthReading?: () => Promise<boolean>,
 ): Promise<T> {
   const budget = Math.min(waitMs, ctx.config.watch.waitMaxMs);
-  if (budget <= 0 || open >= ctx.config.watch.maxWaiters) return read();
+  if (waitMs <= 0) return read();
+  // A wait the configuration caps at 0 is still a watch asked for: it counts like any other.
+  const release = ctx.watches.take('long-poll');
+  if (budget <= 0) {
+    try {
+      return await read();
+    } finally {
+      release();
+    }
+  }
   const deadline = Date.now() + budget;
-  open += 1;
-  openWaits.inc({ kind: 'client' });
   // After a wake-up, a cheap probe may say the full read would still not be ready.
   const probeThenRead = async (): Promise<T | undefined> =>
     !worthReading || (await worthReading()) ? read() : undefined;
@@ -62,8 +65,7 @@ async function readUntil<T>(
       }
     }
   } finally {
-    open -= 1;
-    openWaits.dec({ kind: 'client' });
+    release();
   }
 }
 

@@ -1,0 +1,134 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { runBody, startTestManager, TestRunner, type TestManager } from './helpers.js';
+import { openStream, type SseStream } from './sse-client.js';
+
+/**
+ * Client long-polls and event streams share one bound per process (SVC_MAX_WATCHES): past it
+ * either is refused at once with 429 and Retry-After, each counted; plain reads and the
+ * runners' command polls are never refused by it.
+ */
+const MAX = 4;
+let t: TestManager;
+before(async () => {
+  t = await startTestManager({
+    listen: true,
+    env: { SVC_MAX_WATCHES: String(MAX), SVC_CLIENT_WAIT_MAX_MS: '20000' },
+  });
+  await t.configureProfile('builtin-a');
+});
+after(() => t.close());
+
+async function claimedRun(runnerId: string) {
+  const run = await t.api('POST', '/api/v1/runs', runBody());
+  const runner = new TestRunner(t, runnerId, run.body.runId);
+  assert.equal((await runner.claim()).status, 200);
+  const lastSeq: number = (await t.api('GET', `/api/v1/runs/${run.body.runId}`)).body.lastSeq;
+  return { runId: run.body.runId as string, runner, lastSeq };
+}
+
+/** The value of one series of a counter in the /metrics text. */
+async function metric(name: string, labels: string): Promise<number> {
+  const text = (await t.api('GET', '/metrics')).raw;
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+}
+
+const series = (kind: string, outcome: string) => `kind="${kind}",outcome="${outcome}"`;
+
+describe('the shared bound on client watches', () => {
+  it('refuses a long-poll or a stream past the bound with 429 and Retry-After, and counts both', async () => {
+    const { runId, runner, lastSeq } = await claimedRun('rnr-wcap0001');
+    const base = t.manager.url;
+    const before = {
+      pollAccepted: await metric('svc_client_watches_total', series('long-poll', 'accepted')),
+      pollRefused: await metric('svc_client_watches_total', series('long-poll', 'refused')),
+      streamRefused: await metric('svc_client_watches_total', series('stream', 'refused')),
+    };
+    const streams: SseStream[] = [];
+    const polls: Promise<Response>[] = [];
+    const stop = new AbortController();
+    try {
+      streams.push(await openStream(`${base}/api/v1/runs/${runId}/events/stream`));
+      streams.push(await openStream(`${base}/api/v1/runs/${runId}/events/stream`));
+      for (const s of streams) assert.equal(s.status, 200);
+      const waitUrl = `${base}/api/v1/runs/${runId}/events?afterSeq=${lastSeq}&waitMs=15000`;
+      polls.push(fetch(waitUrl, { signal: stop.signal }), fetch(waitUrl, { signal: stop.signal }));
+      // Both long-polls hold their slots once the gauge says so.
+      for (let i = 0; i < 100; i++) {
+        const text = (await t.api('GET', '/metrics')).raw;
+        if (text.includes('svc_open_long_polls{kind="client"} 2')) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+
+      for (const url of [
+        waitUrl,
+        `${base}/api/v1/runs/${runId}/result?waitMs=5000`,
+        `${base}/api/v1/runs/${runId}/events/stream`,
+      ]) {
+        const refused = await fetch(url);
+        assert.equal(refused.status, 429, url);
+        assert.equal(refused.headers.get('retry-after'), '2', url);
+        const body = (await refused.json()) as any;
+        assert.equal(body.failureKind, 'capacity-exceeded');
+        assert.equal(body.details.limit, MAX);
+        assert.equal(body.details.retryAfterSeconds, 2);
+      }
+
+      // Plain reads and the rest of the API go on.
+      const read = await fetch(`${base}/api/v1/runs/${runId}/events?afterSeq=0`);
+      assert.equal(read.status, 200);
+      assert.equal((await fetch(`${base}/api/v1/runs/${runId}`)).status, 200);
+      // A runner's command poll is not a client watch: it waits as usual.
+      const started = Date.now();
+      const poll = await runner.poll(0, 300);
+      assert.equal(poll.status, 200, poll.raw);
+      assert.ok(Date.now() - started >= 100, 'the runner poll waited');
+
+      assert.equal(
+        (await metric('svc_client_watches_total', series('long-poll', 'accepted'))) -
+          before.pollAccepted,
+        2,
+      );
+      assert.equal(
+        (await metric('svc_client_watches_total', series('long-poll', 'refused'))) -
+          before.pollRefused,
+        2,
+      );
+      assert.equal(
+        (await metric('svc_client_watches_total', series('stream', 'refused'))) -
+          before.streamRefused,
+        1,
+      );
+
+      // An append answers the waiting long-polls, which frees their slots.
+      await runner.append([{ key: 'wake', category: 'system', data: {} }]);
+      for (const response of await Promise.all(polls)) assert.equal(response.status, 200);
+      const again = await fetch(`${base}/api/v1/runs/${runId}/events?afterSeq=0&waitMs=1000`);
+      assert.equal(again.status, 200, 'a freed slot is taken again');
+    } finally {
+      stop.abort();
+      for (const s of streams) s.close();
+      await Promise.allSettled(polls);
+    }
+  });
+
+  it('frees the slot of a client that leaves mid-wait', async () => {
+    const { runId, lastSeq } = await claimedRun('rnr-wcap0002');
+    const url = `${t.manager.url}/api/v1/runs/${runId}/events?afterSeq=${lastSeq}&waitMs=15000`;
+    const leaving = Array.from({ length: MAX }, () => new AbortController());
+    const waits = leaving.map((c) => fetch(url, { signal: c.signal }).catch(() => undefined));
+    for (let i = 0; i < 100; i++) {
+      if ((await fetch(url.replace('15000', '1'))).status === 429) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal((await fetch(url.replace('15000', '1'))).status, 429, 'all slots taken');
+    for (const c of leaving) c.abort();
+    await Promise.all(waits);
+    for (let i = 0; i < 100; i++) {
+      if ((await fetch(url.replace('15000', '1'))).status === 200) return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.fail('slots of clients that left were not freed');
+  });
+});
