@@ -15,7 +15,8 @@ export interface LocalLauncherOptions {
   jobsRoot: string;
   /** The local Secret store root, whose Secrets the runner reads like mounted projections. */
   secretsRoot: string;
-  runnerEntry: string;
+  /** null: no runner is installed beside this manager (its image has none); launches fail. */
+  runnerEntry: string | null;
   nodePath: string;
   instanceId: string;
   killGraceMs: number;
@@ -23,6 +24,9 @@ export interface LocalLauncherOptions {
   /** Variables passed through from the manager's environment (PATH, test tags). */
   inherit: readonly string[];
 }
+
+const RUNNER_MISSING =
+  'no runner is installed beside this manager (package @svc/runner); set SVC_RUNNER_ENTRY or use the Kubernetes launcher';
 
 interface Child {
   process: ChildProcess;
@@ -97,7 +101,7 @@ export class LocalLauncher implements Launcher {
     return {
       kind: 'LocalRunnerJob',
       jobName: spec.jobName,
-      command: [this.options.nodePath, this.options.runnerEntry],
+      command: [this.options.nodePath, this.options.runnerEntry ?? RUNNER_MISSING],
       workingDir: this.#paths(spec).dir,
       env: Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SVC_'))),
       secretFiles: {
@@ -116,6 +120,7 @@ export class LocalLauncher implements Launcher {
   async launch(spec: RunnerJobSpec, ready?: Promise<void>): Promise<LaunchResult> {
     // A local volume is a directory made at once: nothing to gain by preparing meanwhile.
     await ready;
+    if (this.options.runnerEntry === null) throw new Error(RUNNER_MISSING);
     const paths = this.#paths(spec);
     await mkdir(paths.secret, { recursive: true, mode: 0o700 });
     await chmod(paths.secret, 0o700);
