@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { CONSOLE_ROUTES } from '../src/http/console.js';
 import { OPERATIONS, TAGS } from '../src/http/operations.js';
-import { runBody, startTestManager, type TestManager } from './helpers.js';
+import { runBody, SESSION_RUN_BASE, startTestManager, type TestManager } from './helpers.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
 const KEY = 'openapi-operations-key-0123456789';
@@ -114,6 +114,22 @@ describe('the operations of the OpenAPI document', () => {
         assert.equal(answer.status, 400, `${field} is required: ${answer.raw}`);
       else assert.equal(answer.status, 201, `${field} is optional: ${answer.raw}`);
     }
+  });
+
+  it('POST /sessions: backendProfile required in the document as by the server', async () => {
+    const create =
+      doc.paths['/api/v1/sessions'].post.requestBody.content['application/json'].schema;
+    assert.deepEqual([...create.required].sort(), ['backendProfile', 'runBase']);
+    const base = (await t.api('GET', '/api/v1/sessions')).status;
+    assert.equal(base, 200);
+    const without = await t.api('POST', '/api/v1/sessions', { runBase: SESSION_RUN_BASE });
+    assert.equal(without.status, 400, without.raw);
+    assert.match(without.body.message, /backendProfile/);
+    const withIt = await t.api('POST', '/api/v1/sessions', {
+      runBase: SESSION_RUN_BASE,
+      backendProfile: 'builtin-a',
+    });
+    assert.equal(withIt.status, 201, withIt.raw);
   });
 
   it('passes `redocly lint` with no error', () => {

@@ -162,7 +162,13 @@ export const OPERATIONS: Readonly<Record<string, OperationInfo>> = {
     [403, 409, 410],
   ),
 
-  'POST /api/v1/sessions': op('createSession', 'sessions', 'Create a session', [403, 409, 424]),
+  'POST /api/v1/sessions': op(
+    'createSession',
+    'sessions',
+    'Create a session',
+    [403, 409, 424],
+    ['backendProfile'],
+  ),
   'GET /api/v1/sessions': op('listSessions', 'sessions', 'List sessions'),
   'GET /api/v1/sessions/:sessionId': op('getSession', 'sessions', 'Read a session'),
   'GET /api/v1/sessions/:sessionId/trace': op(
