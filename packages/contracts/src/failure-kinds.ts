@@ -18,6 +18,15 @@ export const FAILURE_KINDS = {
     meaning: 'tenant, project, provider or policy boundary violation',
   },
   'not-found': { httpStatus: 404, meaning: 'no such resource' },
+  'method-not-allowed': {
+    httpStatus: 405,
+    meaning:
+      'the path exists but not with this method; the Allow header lists the methods it takes',
+  },
+  'unsupported-media-type': {
+    httpStatus: 415,
+    meaning: 'the request body is not application/json',
+  },
   'idempotency-conflict': {
     httpStatus: 409,
     meaning: 'same idempotency key with a different payload hash',

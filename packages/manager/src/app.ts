@@ -22,6 +22,7 @@ import { eventRoutes } from './routes/events.js';
 import { eventStreamRoutes } from './routes/event-stream.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { registerHttpMetrics } from './metrics/http.js';
+import { setBuildInfo } from './metrics/registry.js';
 import { StoreGauges } from './metrics/store-gauges.js';
 import { healthRoutes } from './routes/health.js';
 import { runnerRoutes } from './routes/runner.js';
@@ -148,6 +149,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     () => deps.store.poolStats(),
     (error) => deps.logger.warn({ err: error }, 'store counts for metrics failed'),
   );
+  setBuildInfo(deps.config.build);
   await registerOpenApi(app, { version: deps.config.build.version });
   const routes = await registerApiScope(app, auth, (api) => {
     metricsRoutes(api, storeGauges);

@@ -22,7 +22,7 @@ import { restoreTransientEnvMasks } from './domain/runner-jobs/masks.js';
 import type { RunnerJobPhase } from '@svc/contracts';
 import { Scheduler } from './domain/scheduler/scheduler.js';
 import { foldQueueCounters } from './domain/queue/counters.js';
-import { DrainState } from './http/drain.js';
+import { DrainState, drainReplica } from './http/drain.js';
 
 /** The accept queue asked of the kernel (see the listen call). */
 const LISTEN_BACKLOG = 4096;
@@ -234,16 +234,19 @@ export async function startManager(
     sessionGc: gc,
     scheduler,
     close,
-    async drain() {
-      drainState.begin();
-      logger.info({ delayMs: config.drainDelayMs }, 'draining: readiness false');
-      // The scheduler stops taking work at once; another replica's picks it up.
-      await scheduler?.stop();
-      await new Promise((resolve) => setTimeout(resolve, config.drainDelayMs));
-      store.wakeups.releaseAll();
-      await drainState.idle(config.drainTimeoutMs);
-      logger.info('drained: closing');
-      await close();
-    },
+    drain: () =>
+      drainReplica({
+        state: drainState,
+        wakeups: store.wakeups,
+        server: built.app.server,
+        // The scheduler stops taking work at once; another replica's picks it up.
+        stopWork: async () => {
+          await scheduler?.stop();
+        },
+        delayMs: config.drainDelayMs,
+        timeoutMs: config.drainTimeoutMs,
+        logger,
+        close,
+      }),
   };
 }

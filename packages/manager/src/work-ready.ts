@@ -1,5 +1,4 @@
-// Only the runner's work-ready module: the rest of the runner has no place in the manager.
-import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/runner/work-ready';
+import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/contracts/work-ready';
 import type { WorkReadySummary } from '@svc/contracts';
 import { join } from 'node:path';
 import type { ManagerConfig } from './config.js';

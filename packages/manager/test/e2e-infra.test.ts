@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/runner';
+import { DEFAULT_BASE_TOOLS, detectWorkReady } from '@svc/contracts/work-ready';
 import { dispatch, runEvents, useE2E, waitFor, waitForCommand } from './e2e-helpers.js';
 
 // A base tool this machine lacks, to require it: the runner must refuse to start work.

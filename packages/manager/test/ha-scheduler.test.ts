@@ -4,9 +4,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import type { FakeKube } from '@svc/testkit';
 import {
   createTestStore,
-  FakeKube,
   freePort,
   realPostgresAvailable,
   waitForHttp,
@@ -14,7 +14,7 @@ import {
   type TestStore,
 } from '@svc/testkit';
 import pg from 'pg';
-import { containerEnv } from './kube-helpers.js';
+import { containerEnv, startFakeKube } from './kube-helpers.js';
 import { managerTemplate } from './helpers.js';
 import { call } from './http-call.js';
 
@@ -127,7 +127,7 @@ describe('two schedulers on one database', { skip }, () => {
     store = await createTestStore(managerTemplate);
     assert.equal(store.kind, 'postgres');
     db = new pg.Pool({ connectionString: store.kind === 'postgres' ? store.url : '', max: 2 });
-    fake = await FakeKube.start();
+    fake = await startFakeKube();
     dir = await mkdtemp(join(tmpdir(), 'svc-ha-sched-'));
   });
   after(async () => {

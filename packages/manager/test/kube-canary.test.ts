@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { canary, FakeKube, findCanaries, type KubeRequest } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
+import { canary, findCanaries, type KubeRequest } from '@svc/testkit';
 import {
   runBody,
   startTestManager,
@@ -9,7 +10,7 @@ import {
   type ApiResponse,
   type TestManager,
 } from './helpers.js';
-import { eventually } from './kube-helpers.js';
+import { eventually, startFakeKube } from './kube-helpers.js';
 
 const NS = 'svc-v01';
 const apiKey = canary('apikey');
@@ -33,7 +34,7 @@ let t: TestManager;
 const responses: ApiResponse[] = [];
 
 before(async () => {
-  fake = await FakeKube.start();
+  fake = await startFakeKube();
   t = await startTestManager({
     env: kubeEnv(),
   });

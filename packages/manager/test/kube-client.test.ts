@@ -1,17 +1,17 @@
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import type { ServiceError } from '@svc/contracts';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
 import { createKubeApis, kubeFailure } from '../src/launcher/kube-api.js';
 import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
-import { capturedLogger, runnerSpec } from './kube-helpers.js';
+import { capturedLogger, runnerSpec, startFakeKube } from './kube-helpers.js';
 
 /** Client discipline against the loopback fake API server: time limits, retries, refusals. */
 const NS = 'svc-v01';
 let fake: FakeKube;
 
 before(async () => {
-  fake = await FakeKube.start();
+  fake = await startFakeKube();
 });
 after(() => fake.close());
 beforeEach(() => {

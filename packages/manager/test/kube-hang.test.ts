@@ -18,6 +18,8 @@ let fake: FakeKube;
 let apis: KubeApis;
 
 before(async () => {
+  // Every client method against a hung server, those the manager's Role does not need included:
+  // no RBAC here (kube-rbac.test.ts holds the Role to the calls).
   fake = await FakeKube.start();
   apis = createKubeApis({ apiUrl: fake.url, requestTimeoutMs: TIMEOUT_MS, retries: RETRIES });
 });

@@ -17,11 +17,34 @@ import { Role } from 'kubernetes-models/rbac.authorization.k8s.io/v1/Role';
 import { RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding';
 import { Redactor, type SessionPvcSummary, type ToolCredentialRecord } from '@svc/contracts';
 import { after, before, beforeEach } from 'node:test';
-import { FakeKube as FakeKubeServer, type FakeKube } from '@svc/testkit';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import yaml from 'js-yaml';
+import {
+  FakeKube as FakeKubeServer,
+  type FakeKube,
+  type FakeKubeOptions,
+  type PolicyRule,
+} from '@svc/testkit';
 import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
 import { createKubeApis, type KubeApis } from '../src/launcher/kube-api.js';
 import type { RunnerJobSpec } from '../src/launcher/types.js';
 import { createLogger, type Logger } from '../src/logging.js';
+
+/** The manager's Role, as deploy/base/manager/rbac.yaml grants it. */
+export const MANAGER_ROLE: readonly PolicyRule[] = (
+  yaml.loadAll(
+    readFileSync(join(import.meta.dirname, '../../../deploy/base/manager/rbac.yaml'), 'utf8'),
+  ) as Array<{ kind: string; metadata: { name: string }; rules?: PolicyRule[] }>
+).find((doc) => doc.kind === 'Role' && doc.metadata.name === 'svc-run-manager')!.rules!;
+
+/**
+ * The fake API server as the manager meets it in a cluster: it answers 403 to any call the
+ * manager's Role does not grant, so a code path that needs more fails its test.
+ */
+export function startFakeKube(options: FakeKubeOptions = {}): Promise<FakeKube> {
+  return FakeKubeServer.start({ rbac: MANAGER_ROLE, ...options });
+}
 
 /** Clients of the real @kubernetes/client-node, pointed at the fake API server. */
 export const apisFor = (fake: FakeKube): KubeApis => createKubeApis({ apiUrl: fake.url });
@@ -193,7 +216,7 @@ export function useKubeLauncher(
 ): { fake: FakeKube; launcher: KubernetesLauncher } {
   const rig = {} as { fake: FakeKube; launcher: KubernetesLauncher };
   before(async () => {
-    rig.fake = await FakeKubeServer.start();
+    rig.fake = await startFakeKube();
   });
   after(() => rig.fake.close());
   beforeEach(async () => {

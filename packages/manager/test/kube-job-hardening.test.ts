@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
 import { runBody, startTestManager, type TestManager } from './helpers.js';
-import { validateManifest } from './kube-helpers.js';
+import { validateManifest, startFakeKube } from './kube-helpers.js';
 
 /**
  * The runner pod as the Kubernetes launcher renders and sends it, field by field: what a
@@ -15,7 +15,7 @@ let fake: FakeKube;
 let t: TestManager;
 
 before(async () => {
-  fake = await FakeKube.start();
+  fake = await startFakeKube();
   t = await startTestManager({
     env: {
       SVC_API_KEY: API_KEY,

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError } from '@svc/contracts';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
 import { loadConfig } from '../src/config.js';
 import { createSession, runBody, startTestManager, type TestManager } from './helpers.js';
-import { containerEnv, eventually, validateManifest } from './kube-helpers.js';
+import { containerEnv, eventually, validateManifest, startFakeKube } from './kube-helpers.js';
 
 const NS = 'svc-v01';
 const PUBLIC_URL = 'http://svc-run-manager.svc-v01.svc:8080';
@@ -13,7 +13,7 @@ let fake: FakeKube;
 let t: TestManager;
 
 before(async () => {
-  fake = await FakeKube.start();
+  fake = await startFakeKube();
   t = await startTestManager({
     env: {
       SVC_API_KEY: API_KEY,

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 // Installed with @kubernetes/client-node; its own loadAllYaml converts to client models.
 import yaml from 'js-yaml';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
+import { loadConfig as loadBrokerConfig } from '@svc/auth-broker';
 import { loadConfig } from '../src/config.js';
 import { createKubeApis } from '../src/launcher/kube-api.js';
 import { KubernetesLauncher } from '../src/launcher/kubernetes.js';
@@ -17,17 +19,41 @@ import {
   sessionPvc,
   toolCredential,
   validateManifest,
+  startFakeKube,
 } from './kube-helpers.js';
 
 const DEPLOY = join(import.meta.dirname, '../../../deploy');
 const OVERLAYS = ['local', 'production'] as const;
 const PINNED = /^[a-z0-9.:/-]+(?::[\w.-]+)?@sha256:[0-9a-f]{64}$/;
 
-/** `kubectl kustomize` of an overlay, offline, as an operator renders it. */
+/**
+ * `kubectl kustomize` of an overlay, offline, as an operator renders it. The production
+ * overlay needs the operator's `site/` component: rendered here with the shipped example.
+ */
 function render(overlay: string): any[] {
+  if (overlay !== 'production') return renderDir(join(DEPLOY, 'overlays', overlay));
+  const copy = mkdtempSync(join(tmpdir(), 'svc-deploy-'));
+  try {
+    cpSync(DEPLOY, copy, { recursive: true });
+    const production = join(copy, 'overlays/production');
+    cpSync(join(production, 'site.example'), join(production, 'site'), { recursive: true });
+    return renderDir(production);
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
+  }
+}
+
+function kustomize(dir: string): string {
+  return execFileSync('kubectl', ['kustomize', dir], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+function renderDir(dir: string): any[] {
   let out: string;
   try {
-    out = execFileSync('kubectl', ['kustomize', join(DEPLOY, 'overlays', overlay)], {
+    out = execFileSync('kubectl', ['kustomize', dir], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -38,9 +64,7 @@ function render(overlay: string): any[] {
         'kubectl is not installed: the deploy tests render the kustomize overlays with ' +
           '`kubectl kustomize` (kubectl 1.27 or newer; see docs/operations.md)',
       );
-    throw new Error(
-      `kubectl kustomize deploy/overlays/${overlay} failed: ${e.stderr ?? e.message}`,
-    );
+    throw new Error(`kubectl kustomize ${dir} failed: ${e.stderr ?? e.message}`);
   }
   return (yaml.loadAll(out) as any[]).filter((doc) => doc !== null && doc !== undefined);
 }
@@ -55,6 +79,35 @@ const find = (kind: string, name: string, docs = rendered.production) => {
   assert.ok(found, `${kind} ${name} in the rendered overlay`);
   return found;
 };
+
+/** The manager's environment as its pod gets it (Secret values stand in). */
+function managerEnv(docs: any[]): Record<string, string> {
+  const container = find('Deployment', 'svc-run-manager', docs).spec.template.spec.containers[0];
+  const configMap = find('ConfigMap', container.envFrom[0].configMapRef.name, docs);
+  const env: Record<string, string> = { ...configMap.data };
+  for (const entry of container.env) {
+    if (entry.valueFrom) {
+      assert.equal(entry.valueFrom.secretKeyRef.name, 'svc-run-manager', entry.name);
+      env[entry.name] =
+        entry.name === 'DATABASE_URL' ? 'postgres://svc:pw@db.svc-v01.svc:5432/svc' : 'key';
+    } else env[entry.name] = entry.value;
+  }
+  return env;
+}
+
+/** Cluster DNS: the kube-dns pods and NodeLocal DNSCache, port 53 only. */
+function assertDns(rule: any): void {
+  assert.equal(
+    rule.to[0].namespaceSelector.matchLabels['kubernetes.io/metadata.name'],
+    'kube-system',
+  );
+  assert.deepEqual(rule.to[0].podSelector.matchLabels, { 'k8s-app': 'kube-dns' });
+  assert.deepEqual(rule.to[1], { ipBlock: { cidr: '169.254.20.10/32' } });
+  assert.deepEqual(
+    rule.ports.map((p: any) => `${p.protocol}/${p.port}`),
+    ['UDP/53', 'TCP/53'],
+  );
+}
 
 /** The restricted Pod Security profile the namespaces enforce, checked on a pod spec. */
 function assertRestricted(pod: any, where: string): void {
@@ -102,7 +155,9 @@ describe('deploy/ overlays rendered with kustomize', () => {
       });
       assert.equal(images.length, 3, images.join(' '));
       for (const image of images) assert.match(image, PINNED);
-      const source = readFileSync(join(DEPLOY, 'overlays', overlay, 'kustomization.yaml'), 'utf8');
+      // The production overlay names its images in the operator's site component.
+      const where = overlay === 'production' ? 'production/site.example' : overlay;
+      const source = readFileSync(join(DEPLOY, 'overlays', where, 'kustomization.yaml'), 'utf8');
       const declared = (yaml.load(source) as any).images as Array<{
         name: string;
         newName: string;
@@ -150,20 +205,14 @@ describe('deploy/ overlays rendered with kustomize', () => {
       assert.deepEqual(manager.to, [
         { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'svc-run-manager' } } },
       ]);
-      assert.deepEqual(manager.ports, [{ protocol: 'TCP', port: 8080 }]);
-      assert.equal(
-        dns.to[0].namespaceSelector.matchLabels['kubernetes.io/metadata.name'],
-        'kube-system',
-      );
-      assert.deepEqual(
-        dns.ports.map((p: any) => `${p.protocol}/${p.port}`),
-        ['UDP/53', 'TCP/53'],
-      );
+      assert.deepEqual(manager.ports, [{ protocol: 'TCP', port: 'http' }]);
+      assertDns(dns);
       assert.equal(
         broker.to[0].namespaceSelector.matchLabels['kubernetes.io/metadata.name'],
         'svc-v01-auth-broker',
       );
-      assert.deepEqual(broker.ports, [{ protocol: 'TCP', port: 8081 }]);
+      assert.deepEqual(broker.ports, [{ protocol: 'TCP', port: 'http' }]);
+      assert.deepEqual(providers.ports, [{ protocol: 'TCP', port: 443 }]);
       // Providers: address blocks only, never "anything" (no empty peer, no 0.0.0.0/0).
       assert.ok(providers.to.length > 0);
       for (const peer of providers.to) {
@@ -224,12 +273,14 @@ describe('deploy/ overlays rendered with kustomize', () => {
       }
     }
     const sorted = Object.fromEntries([...granted].map(([k, v]) => [k, [...v].sort()]));
+    // Exactly the verbs the code calls: kube-rbac.test.ts derives the same from the calls.
     assert.deepEqual(sorted, {
       '/secrets': ['create', 'delete', 'get', 'list', 'patch', 'update'],
-      '/persistentvolumeclaims': ['create', 'delete', 'get', 'list', 'watch'],
-      'batch/jobs': ['create', 'delete', 'get', 'list', 'watch'],
-      '/pods': ['get', 'list'],
+      '/persistentvolumeclaims': ['create', 'delete', 'get'],
+      'batch/jobs': ['create', 'delete', 'list', 'watch'],
+      '/pods': ['list'],
     });
+    for (const rule of role.rules) assert.equal(rule.resourceNames, undefined);
     const binding = find('RoleBinding', 'svc-run-manager');
     assert.deepEqual(binding.subjects, [
       { kind: 'ServiceAccount', name: 'svc-run-manager', namespace: 'svc-v01' },
@@ -237,29 +288,142 @@ describe('deploy/ overlays rendered with kustomize', () => {
   });
 
   it('run the manager in runtime mode on Kubernetes, with a configuration it accepts', () => {
-    const deployment = find('Deployment', 'svc-run-manager');
-    const pod = deployment.spec.template.spec;
-    assertRestricted(pod, 'manager');
-    const container = pod.containers[0];
-    const configMap = find('ConfigMap', container.envFrom[0].configMapRef.name);
-    const env: Record<string, string> = { ...configMap.data };
-    for (const entry of container.env) {
-      if (entry.valueFrom) {
-        assert.equal(entry.valueFrom.secretKeyRef.name, 'svc-run-manager', entry.name);
-        env[entry.name] =
-          entry.name === 'DATABASE_URL' ? 'postgres://svc:pw@db.svc-v01.svc:5432/svc' : 'key';
-      } else env[entry.name] = entry.value;
-    }
-    assert.ok(container.env.find((e: any) => e.name === 'SVC_API_KEY').valueFrom.secretKeyRef);
-    assert.ok(container.env.find((e: any) => e.name === 'DATABASE_URL').valueFrom.secretKeyRef);
-    assert.equal(container.readinessProbe.httpGet.path, '/health/readiness');
-    assert.equal(container.livenessProbe.httpGet.path, '/health/live');
+    const env = managerEnv(rendered.local);
     const config = loadConfig(env);
     assert.equal(config.deploymentMode, 'runtime');
     assert.equal(config.launcher.kind, 'kubernetes');
     assert.equal(config.secretStore.kind, 'kubernetes');
     assert.equal(config.launcher.namespace, 'svc-v01');
     assert.match(config.runnerJobs.defaultImage, /@sha256:[0-9a-f]{64}$/);
+    const container = find('Deployment', 'svc-run-manager', rendered.local).spec.template.spec
+      .containers[0];
+    assert.ok(container.env.find((e: any) => e.name === 'SVC_API_KEY').valueFrom.secretKeyRef);
+    assert.ok(container.env.find((e: any) => e.name === 'DATABASE_URL').valueFrom.secretKeyRef);
+    assert.equal(container.readinessProbe.httpGet.path, '/health/readiness');
+    assert.equal(container.livenessProbe.httpGet.path, '/health/live');
+  });
+
+  it('production placeholders fail loudly: no site, no render; a CHANGE-ME left, no start', () => {
+    // The shipped overlay does not render: the operator's site component is missing.
+    assert.throws(
+      () => kustomize(join(DEPLOY, 'overlays/production')),
+      (error: any) => /production\/site/.test(String(error.stderr)),
+    );
+    // Rendered with the example site, every CHANGE-ME is refused where it is used.
+    assert.throws(() => loadConfig(managerEnv(rendered.production)), /SVC_SESSION_STORAGE_CLASS/);
+    const broker = find('Deployment', 'svc-auth-broker').spec.template.spec.containers[0];
+    const brokerEnv = Object.fromEntries(broker.env.map((e: any) => [e.name, e.value]));
+    assert.throws(() => loadBrokerConfig(brokerEnv), /AUTH_BROKER_ALLOWED_REPOS/);
+    assert.throws(
+      () => loadBrokerConfig({ ...brokerEnv, AUTH_BROKER_ALLOWED_REPOS: 'acme/app' }),
+      /AUTH_BROKER_TRUSTED_CIDRS/,
+    );
+    const cidrs = documents
+      .filter(({ doc }) => doc.kind === 'NetworkPolicy')
+      .flatMap(({ doc }) => [...(doc.spec.egress ?? []), ...(doc.spec.ingress ?? [])])
+      .flatMap((rule: any) => [...(rule.to ?? []), ...(rule.from ?? [])])
+      .filter((peer: any) => peer.ipBlock)
+      .map((peer: any) => peer.ipBlock.cidr as string);
+    // Placeholders are not addresses (the API server refuses them), never a routable default.
+    const placeholders = cidrs.filter((c) => c === 'CHANGE-ME');
+    assert.equal(placeholders.length, 4, cidrs.join(' '));
+    for (const cidr of cidrs.filter((c) => c !== 'CHANGE-ME'))
+      assert.ok(['169.254.20.10/32'].includes(cidr), `production cidr ${cidr} is not the site's`);
+    // With every value set, the manager accepts its configuration.
+    const env = managerEnv(rendered.production);
+    env['SVC_SESSION_STORAGE_CLASS'] = 'fast-ssd';
+    assert.equal(loadConfig(env).kubernetes.sessionStorageClass, 'fast-ssd');
+  });
+
+  it('spread the replicas over nodes (required) and zones, and give a migration time to finish', () => {
+    for (const name of ['svc-run-manager', 'svc-auth-broker']) {
+      const deployment = find('Deployment', name);
+      const spread = deployment.spec.template.spec.topologySpreadConstraints;
+      const byKey = Object.fromEntries(spread.map((c: any) => [c.topologyKey, c]));
+      assert.equal(byKey['kubernetes.io/hostname']?.whenUnsatisfiable, 'DoNotSchedule', name);
+      assert.ok(byKey['topology.kubernetes.io/zone'], `${name}: zone spread`);
+      for (const c of spread) {
+        assert.deepEqual(c.labelSelector.matchLabels, deployment.spec.selector.matchLabels);
+        assert.equal(c.maxSkew, 1);
+      }
+    }
+    const manager = find('Deployment', 'svc-run-manager').spec.template.spec.containers[0];
+    const startup = manager.startupProbe;
+    assert.ok(startup, 'the manager has a startupProbe');
+    assert.ok(startup.periodSeconds * startup.failureThreshold >= 300, 'five minutes to migrate');
+    assert.equal(manager.livenessProbe.initialDelaySeconds, undefined);
+    // The broker's readiness asks /health by HTTP, naming the broker as its callers do.
+    const broker = find('Deployment', 'svc-auth-broker').spec.template.spec.containers[0];
+    const probe = broker.readinessProbe.httpGet;
+    assert.equal(probe.path, '/health');
+    assert.equal(broker.readinessProbe.exec, undefined);
+    const host = probe.httpHeaders.find((h: any) => h.name === 'Host').value;
+    const allowed = broker.env.find((e: any) => e.name === 'AUTH_BROKER_ALLOWED_HOSTS').value;
+    assert.ok(allowed.split(',').includes(host), `${host} is an allowed host`);
+  });
+
+  it('open only named ports to named peers: manager and broker ingress and egress', () => {
+    for (const overlay of OVERLAYS) {
+      const docs = rendered[overlay];
+      const ingress = find('NetworkPolicy', 'svc-run-manager-ingress', docs);
+      assert.deepEqual(ingress.spec.ingress, [
+        {
+          from: [
+            { podSelector: {} },
+            {
+              namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+            },
+          ],
+          ports: [{ protocol: 'TCP', port: 'http' }],
+        },
+      ]);
+      const manager = find('NetworkPolicy', 'svc-run-manager-egress', docs);
+      assert.deepEqual(manager.spec.policyTypes, ['Egress']);
+      const [dns, database, api, ...rest] = manager.spec.egress;
+      assert.deepEqual(rest, []);
+      assertDns(dns);
+      assert.deepEqual(database.ports, [{ protocol: 'TCP', port: 5432 }]);
+      assert.deepEqual(
+        api.ports.map((p: any) => p.port),
+        [443, 6443],
+      );
+      const broker = find('NetworkPolicy', 'svc-auth-broker-egress', docs);
+      const [brokerDns, codehost, ...more] = broker.spec.egress;
+      assert.deepEqual(more, []);
+      assertDns(brokerDns);
+      assert.deepEqual(codehost.ports, [{ protocol: 'TCP', port: 443 }]);
+      // No rule opens every port or every peer.
+      for (const policy of docs.filter((d) => d.kind === 'NetworkPolicy'))
+        for (const rule of [...(policy.spec.egress ?? []), ...(policy.spec.ingress ?? [])]) {
+          assert.ok(rule.ports?.length > 0, `${overlay}: ${policy.metadata.name} names its ports`);
+          assert.ok((rule.to ?? rule.from)?.length > 0, `${policy.metadata.name} names peers`);
+          for (const peer of rule.to ?? rule.from)
+            assert.notDeepEqual(
+              peer.namespaceSelector,
+              {},
+              `${policy.metadata.name}: any namespace`,
+            );
+        }
+    }
+  });
+
+  it('run runner pods as a ServiceAccount of their own that is bound to nothing', () => {
+    const account = find('ServiceAccount', 'svc-runner');
+    assert.equal(account.metadata.namespace, 'svc-v01');
+    assert.equal(account.automountServiceAccountToken, false);
+    for (const binding of documents.filter((d) => /RoleBinding$/.test(d.doc.kind)))
+      for (const subject of binding.doc.subjects)
+        assert.notEqual(subject.name, 'svc-runner', binding.doc.metadata.name);
+    const job = new KubernetesLauncher({
+      apis: createKubeApis({ apiUrl: 'http://127.0.0.1:1' }),
+      namespace: 'svc-v01',
+      killGraceMs: 1000,
+      pollIntervalMs: 1000,
+      logger: capturedLogger().logger,
+    }).render(runnerSpec()) as any;
+    const pod = job.job.spec.template.spec;
+    assert.equal(pod.serviceAccountName, 'svc-runner');
+    assert.equal(pod.automountServiceAccountToken, false);
   });
 
   it('let only the service namespace reach the auth broker, which holds its credential in a file', () => {
@@ -278,7 +442,7 @@ describe('deploy/ overlays rendered with kustomize', () => {
         from: [
           { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'svc-v01' } } },
         ],
-        ports: [{ protocol: 'TCP', port: 8081 }],
+        ports: [{ protocol: 'TCP', port: 'http' }],
       },
     ]);
   });
@@ -304,7 +468,7 @@ describe('deploy/ overlays rendered with kustomize', () => {
 describe('manifests the manager renders and sends', () => {
   let fake: FakeKube;
   before(async () => {
-    fake = await FakeKube.start();
+    fake = await startFakeKube();
   });
   after(() => fake.close());
 

@@ -4,17 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ServiceError } from '@svc/contracts';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
 import { KubernetesSecretStore } from '../src/secrets/kubernetes-store.js';
 import { LocalSecretStore } from '../src/secrets/local-store.js';
 import type { SecretStore } from '../src/secrets/store.js';
-import { apisFor } from './kube-helpers.js';
+import { apisFor, startFakeKube } from './kube-helpers.js';
 
 const NS = 'svc-v01';
 let fake: FakeKube;
 let dir: string;
 before(async () => {
-  fake = await FakeKube.start();
+  fake = await startFakeKube();
   dir = await mkdtemp(join(tmpdir(), 'svc-secrets-'));
 });
 after(async () => {

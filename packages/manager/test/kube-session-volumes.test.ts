@@ -4,19 +4,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ServiceError } from '@svc/contracts';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
 import { loadConfig } from '../src/config.js';
 import { createSessionVolumes } from '../src/sessions/index.js';
 import { KubernetesSessionVolumes } from '../src/sessions/kubernetes-volumes.js';
 import { LocalSessionVolumes } from '../src/sessions/local-volumes.js';
 import type { SessionVolumes } from '../src/sessions/volumes.js';
-import { apisFor, validateManifest } from './kube-helpers.js';
+import { apisFor, validateManifest, startFakeKube } from './kube-helpers.js';
 
 const NS = 'svc-v01';
 let fake: FakeKube;
 let dir: string;
 before(async () => {
-  fake = await FakeKube.start();
+  fake = await startFakeKube();
   dir = await mkdtemp(join(tmpdir(), 'svc-volumes-'));
 });
 after(async () => {

@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
 import { runBody, startTestManager, type TestManager } from './helpers.js';
+import { startFakeKube } from './kube-helpers.js';
 
 /**
  * Profile behaviour that depends on the Secret store, run against both implementations of
@@ -76,7 +77,7 @@ const backends: Backend[] = [
   {
     name: 'Kubernetes Secrets',
     async start() {
-      fake = await FakeKube.start();
+      fake = await startFakeKube();
       return startTestManager({
         env: { SVC_SECRET_STORE: 'kubernetes', SVC_KUBE_API_URL: fake.url },
       });

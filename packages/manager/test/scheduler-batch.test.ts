@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import { FakeKube } from '@svc/testkit';
+import type { FakeKube } from '@svc/testkit';
 import { plantTrigger, startTestManager, type TestManager } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
+import { startFakeKube } from './kube-helpers.js';
 
 /**
  * The scheduler writes a claimed batch's sessions, runs, turns and runner Jobs together. What it
@@ -25,7 +26,7 @@ const kubeEnv = (extra: Record<string, string> = {}) => ({
 const SCHEDULING = { SVC_SCHEDULER: 'on', SVC_SCHEDULER_SCAN_MS: '300' };
 
 before(async () => {
-  fake = await FakeKube.start();
+  fake = await startFakeKube();
 });
 after(() => fake.close());
 

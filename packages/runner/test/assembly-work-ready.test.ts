@@ -10,7 +10,7 @@ import {
   checkWorkReady,
   detectWorkReady,
 } from '../src/assembly/index.js';
-import { parseVersion } from '../src/assembly/work-ready.js';
+import { parseVersion } from '@svc/contracts/work-ready';
 import { REPO_TOOLS_DIR, removeDir, tempDir, writeFiles } from './assembly-helpers.js';
 
 let root: string;

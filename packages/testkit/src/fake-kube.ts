@@ -21,6 +21,10 @@ import {
 
 import { jobPod, jobStatus, type JobState, type JobStateDetail } from './fake-kube-jobs.js';
 import { WatchHub, type WatchType } from './fake-kube-watch.js';
+import { allowedBy, callKey, rbacVerb, type PolicyRule } from './fake-kube-rbac.js';
+
+export { allowedBy, callKey, rbacVerb } from './fake-kube-rbac.js';
+export type { PolicyRule, RbacCall } from './fake-kube-rbac.js';
 
 export type { KubeObject } from './fake-kube-objects.js';
 export type { JobState, JobStateDetail } from './fake-kube-jobs.js';
@@ -48,6 +52,11 @@ export interface FakeKubeOptions {
    * real cluster, for measuring what a client's sequence of calls costs there.
    */
   latencyMs?: number;
+  /**
+   * The Role of the caller: a request it does not grant is answered 403 Forbidden, as the API
+   * server answers a ServiceAccount. Unset: everything is allowed.
+   */
+  rbac?: readonly PolicyRule[];
 }
 
 interface Injected {
@@ -73,6 +82,8 @@ const PATH =
  */
 export class FakeKube {
   readonly requests: KubeRequest[] = [];
+  /** Every verb asked of a resource (`batch/jobs:watch`), allowed or not, since the start. */
+  readonly calls = new Set<string>();
   readonly #objects = new Map<string, KubeObject>();
   readonly #injected: Injected[] = [];
   readonly #watches = new WatchHub();
@@ -292,6 +303,19 @@ export class FakeKube {
           404,
           'NotFound',
           'the server could not find the requested resource',
+        );
+      const call = {
+        group: prefix === 'api/v1' ? '' : prefix.split('/')[1]!,
+        resource,
+        verb: rbacVerb(method, name, isWatch(url)),
+        name,
+      };
+      this.calls.add(callKey(call));
+      if (this.options.rbac && !allowedBy(this.options.rbac, call))
+        throw new KubeStatusError(
+          403,
+          'Forbidden',
+          `${resource}${name ? ` "${name}"` : ''} is forbidden: User "system:serviceaccount:${namespace}:svc-run-manager" cannot ${call.verb} resource "${resource}" in API group "${call.group}" in the namespace "${namespace}"`,
         );
       const injected = this.#injected.findIndex(
         (i) => i.method === method && i.resource === resource,

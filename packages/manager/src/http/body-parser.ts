@@ -27,6 +27,9 @@ declare module 'fastify' {
  * the store or a response.
  */
 export function registerBodyParsing(app: FastifyInstance, redactor: Redactor): void {
+  // JSON only: Fastify's own text/plain parser would hand a route a string, refused later as
+  // a schema error; any other media type is 415 unsupported-media-type (http/errors.ts).
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     'application/json',
     { parseAs: 'string' },

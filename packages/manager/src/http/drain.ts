@@ -1,4 +1,7 @@
+import type { Server } from 'node:http';
+import type { Logger } from '../logging.js';
 import type { App } from '../routes/common.js';
+import type { Wakeups } from '../store/wakeups.js';
 
 /**
  * Graceful shutdown of one replica (SIGTERM): readiness turns false so the Service stops
@@ -12,6 +15,10 @@ export class DrainState {
 
   get draining(): boolean {
     return this.#draining;
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
   }
 
   begin(): void {
@@ -43,4 +50,45 @@ export class DrainState {
       });
     });
   }
+}
+
+export interface DrainSteps {
+  state: DrainState;
+  wakeups: Wakeups;
+  server: Server;
+  /** Stop taking background work (the scheduler). */
+  stopWork: () => Promise<void>;
+  /** SVC_DRAIN_DELAY_MS: how long the Service takes to drop an unready replica. */
+  delayMs: number;
+  /** SVC_DRAIN_TIMEOUT_MS: the longest wait for requests in flight after that. */
+  timeoutMs: number;
+  logger: Logger;
+  close: () => Promise<void>;
+}
+
+/**
+ * The drain, in the order that loses no request:
+ * 1. readiness false, every response says `Connection: close`; requests are still accepted,
+ *    since the Service keeps sending some until its endpoints have moved (the delay);
+ * 2. every long-poll and event stream, open or accepted meanwhile, is answered with its current
+ *    state at the end of the delay at the latest (a wait is capped at the time left), so no
+ *    client wait outlives the drain whatever its own cap;
+ * 3. then idle keep-alive connections are closed, the process waits for the requests in
+ *    flight (bounded by the timeout) and closes.
+ */
+export async function drainReplica(steps: DrainSteps): Promise<void> {
+  const { state, wakeups, logger } = steps;
+  state.begin();
+  const releaseAt = Date.now() + steps.delayMs;
+  wakeups.releaseAt(releaseAt);
+  logger.info({ delayMs: steps.delayMs }, 'draining: readiness false');
+  await steps.stopWork();
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, releaseAt - Date.now())));
+  wakeups.releaseAll();
+  // A connection that has carried no request since the drain began gets no `Connection: close`
+  // answer to leave by: closed now, while it is idle, rather than under a request at close.
+  steps.server.closeIdleConnections();
+  await state.idle(steps.timeoutMs);
+  logger.info({ inFlight: state.inFlight }, 'drained: closing');
+  await steps.close();
 }

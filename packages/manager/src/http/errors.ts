@@ -7,6 +7,8 @@ import {
   type FailureKind,
 } from '@svc/contracts';
 
+import { RouteMethods, unrouted } from './methods.js';
+
 const MAX_ISSUES = 10;
 
 /** A not-found answer for the paths a page owns (the console's), undefined for every other. */
@@ -21,6 +23,10 @@ export type PageNotFound = (
  * JSON `not-found`, unless `pages` answers it.
  */
 export function registerErrorHandling(app: FastifyInstance, pages?: PageNotFound): void {
+  // Before any route: it records the methods of each path as routes are added.
+  const methods = new RouteMethods();
+  methods.register(app);
+  app.decorate('routeMethods', methods);
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const failure = classify(error);
     // A client still sending a large body reads no answer if the connection closes under it:
@@ -45,12 +51,16 @@ export function registerErrorHandling(app: FastifyInstance, pages?: PageNotFound
   app.setNotFoundHandler((request, reply) => pages?.(request, reply) ?? notFound(request, reply));
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The methods of every registered path (404 or 405 for a request no route took). */
+    routeMethods: RouteMethods;
+  }
+}
+
+/** No route took the request: 405 with Allow when its path exists with other methods, else 404. */
 export function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return sendFailure(
-    request,
-    reply,
-    new ServiceError('not-found', `no route ${request.method} ${request.url.split('?')[0]}`),
-  );
+  return sendFailure(request, reply, unrouted(request.server.routeMethods, request, reply));
 }
 
 /** Past this, a client still sending is answered and the connection closed after the 413. */
@@ -129,7 +139,10 @@ function classify(error: FastifyError): ServiceError {
   }
   const byCode: Partial<Record<string, [FailureKind, string]>> = {
     FST_ERR_CTP_BODY_TOO_LARGE: ['body-too-large', 'request body is larger than the limit'],
-    FST_ERR_CTP_INVALID_MEDIA_TYPE: ['schema-invalid', 'content-type must be application/json'],
+    FST_ERR_CTP_INVALID_MEDIA_TYPE: [
+      'unsupported-media-type',
+      'content-type must be application/json',
+    ],
     FST_ERR_CTP_EMPTY_JSON_BODY: ['schema-invalid', 'request body is empty; send a JSON object'],
     FST_ERR_CTP_INVALID_JSON_BODY: ['schema-invalid', 'request body is not valid JSON'],
     FST_ERR_CTP_INVALID_CONTENT_LENGTH: [

@@ -7,10 +7,18 @@ import { LocalLauncher } from './local.js';
 import { LocalIsolation } from './local-sandbox.js';
 import type { Launcher } from './types.js';
 
-/** The installed runner build the local launcher starts. */
-export function defaultRunnerEntry(): string {
+/**
+ * The installed runner build the local launcher starts, or null when none is installed: the
+ * manager does not depend on the runner (its image carries no agent binary), so the local
+ * launcher finds it only where both are installed together (the workspace, `npm start`).
+ */
+export function defaultRunnerEntry(): string | null {
   const require = createRequire(import.meta.url);
-  return join(dirname(require.resolve('@svc/runner/package.json')), 'dist', 'main.js');
+  try {
+    return join(dirname(require.resolve('@svc/runner/package.json')), 'dist', 'main.js');
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -28,6 +28,8 @@ export const POD_PATHS = {
 } as const;
 
 export const RUNNER_UID = 1000;
+/** The ServiceAccount runner pods run as: bound to nothing, its token never mounted. */
+export const RUNNER_SERVICE_ACCOUNT = 'svc-runner';
 /** Secret files: owner and the pod's fsGroup may read, nobody writes. */
 const SECRET_FILE_MODE = 0o440;
 
@@ -107,7 +109,9 @@ export function buildRunnerJob(spec: RunnerJobSpec, options: JobManifestOptions)
         metadata: { labels },
         spec: {
           restartPolicy: 'Never',
-          // The runner talks to the manager only; it has no business with the cluster API.
+          // The runner talks to the manager only; it has no business with the cluster API: its
+          // own ServiceAccount (deploy/base/manager/rbac.yaml) has no binding and no token.
+          serviceAccountName: RUNNER_SERVICE_ACCOUNT,
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           terminationGracePeriodSeconds: Math.max(1, Math.ceil(options.killGraceMs / 1000)),

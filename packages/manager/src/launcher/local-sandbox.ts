@@ -41,7 +41,8 @@ export interface IsolationSettings {
 
 export interface IsolationContext {
   nodePath: string;
-  runnerEntry: string;
+  /** Null when the runner package is not installed (the manager image): launches fail first. */
+  runnerEntry: string | null;
   dataDir: string;
   /** The host's probed tool versions, given to each job as a read-only copy. */
   workReadyCache: string;
@@ -273,8 +274,8 @@ export class LocalIsolation {
         return;
       }
       const { uid, gid } = report.runAs;
-      const runner = this.#runnerFiles(this.context.runnerEntry);
-      const unreadable = [this.context.nodePath, ...(runner.packaged ? runner.paths : [])].find(
+      const runner = this.context.runnerEntry ? this.#runnerFiles(this.context.runnerEntry) : null;
+      const unreadable = [this.context.nodePath, ...(runner?.packaged ? runner.paths : [])].find(
         (p) => !accessibleBy(p, uid, gid, 'x'),
       );
       if (unreadable) {

@@ -17,7 +17,8 @@ export interface LocalLauncherOptions {
   jobsRoot: string;
   /** The local Secret store root, whose Secrets the runner reads like mounted projections. */
   secretsRoot: string;
-  runnerEntry: string;
+  /** null: no runner is installed beside this manager (its image has none); launches fail. */
+  runnerEntry: string | null;
   nodePath: string;
   instanceId: string;
   killGraceMs: number;
@@ -27,6 +28,9 @@ export interface LocalLauncherOptions {
   /** Each job's sandbox (local-sandbox.ts); absent: none, as with SVC_LOCAL_ISOLATION=off. */
   isolation?: LocalIsolation;
 }
+
+const RUNNER_MISSING =
+  'no runner is installed beside this manager (package @svc/runner); set SVC_RUNNER_ENTRY or use the Kubernetes launcher';
 
 interface Child {
   process: ChildProcess;
@@ -108,7 +112,7 @@ export class LocalLauncher implements Launcher {
     return {
       kind: 'LocalRunnerJob',
       jobName: spec.jobName,
-      command: [this.options.nodePath, this.options.runnerEntry],
+      command: [this.options.nodePath, this.options.runnerEntry ?? RUNNER_MISSING],
       workingDir: this.#paths(spec).dir,
       env: Object.fromEntries(Object.entries(env).filter(([name]) => name.startsWith('SVC_'))),
       secretFiles: {
@@ -128,6 +132,7 @@ export class LocalLauncher implements Launcher {
   async launch(spec: RunnerJobSpec, ready?: Promise<void>): Promise<LaunchResult> {
     // A local volume is a directory made at once: nothing to gain by preparing meanwhile.
     await ready;
+    if (this.options.runnerEntry === null) throw new Error(RUNNER_MISSING);
     // Fail closed before anything of the job is written: no sandbox, no job.
     await this.options.isolation?.ready();
     const paths = this.#paths(spec);

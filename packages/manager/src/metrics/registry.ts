@@ -75,8 +75,33 @@ export const clientWatches = new Counter({
   registers: [registry],
 });
 
+export const runnerJobsFailed = new Counter({
+  name: 'svc_runner_jobs_failed_total',
+  help: 'Runner Jobs this process recorded as failed, by stage (launch: refused at creation; run: failed after it)',
+  labelNames: ['stage'] as const,
+  registers: [registry],
+});
+
+/**
+ * 1, labelled with what runs: the version, the source commit and the Node.js version. Join on
+ * it in queries, or count its versions to see a rollout that did not finish.
+ */
+export const buildInfo = new Gauge({
+  name: 'svc_build_info',
+  help: 'The manager build this process runs (always 1): version, source commit, Node.js version',
+  labelNames: ['version', 'commit', 'node'] as const,
+  registers: [registry],
+});
+
+/** One series: this process's build (a test process's later managers replace the earlier). */
+export function setBuildInfo(build: { version: string; commit: string }): void {
+  buildInfo.reset();
+  buildInfo.set({ version: build.version, commit: build.commit, node: process.version }, 1);
+}
+
 // Series that exist from the start, so a dashboard shows 0 rather than "no data".
 for (const kind of ['client', 'runner']) openWaits.set({ kind }, 0);
 for (const outcome of ['granted', 'conflict']) leaseClaims.inc({ outcome }, 0);
+for (const stage of ['launch', 'run']) runnerJobsFailed.inc({ stage }, 0);
 for (const kind of ['long-poll', 'stream'])
   for (const outcome of ['accepted', 'refused']) clientWatches.inc({ kind, outcome }, 0);

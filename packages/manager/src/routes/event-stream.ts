@@ -99,6 +99,9 @@ async function stream(
   }, streamHeartbeatMs);
   let seq = afterSeq;
   let watched = false;
+  // Set when a drain released the stream: it sends what is committed now, then ends, and the
+  // client reconnects (Last-Event-ID) to another replica.
+  let last = false;
   try {
     await write('retry: 2000\n\n');
     while (!gone.aborted && Date.now() < until) {
@@ -126,7 +129,8 @@ async function stream(
           await write(`event: end\ndata: ${JSON.stringify(end)}\n\n`);
           return;
         }
-        await woken;
+        if (last) return;
+        last = (await woken) === 'released';
       } finally {
         stop.abort();
         gone.removeEventListener('abort', abort);

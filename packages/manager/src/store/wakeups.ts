@@ -13,6 +13,9 @@ export class Wakeups {
   readonly #emitter = new EventEmitter();
   #remote: ((key: string) => Promise<void>) | undefined;
   #released = false;
+  /** While draining: when every wait ends (the end of the drain delay). */
+  #releaseAt: number | undefined;
+  #releaseTimer: NodeJS.Timeout | undefined;
   readonly #waiting = new Set<() => void>();
 
   constructor() {
@@ -66,8 +69,21 @@ export class Wakeups {
    * their current page and the runners poll again, on another replica.
    */
   releaseAll(): void {
+    clearTimeout(this.#releaseTimer);
     this.#released = true;
     for (const done of [...this.#waiting]) done();
+  }
+
+  /**
+   * A draining replica: every wait ends at `at` (then as releaseAll), and a wait accepted
+   * meanwhile is capped at the time left, so no long-poll or stream outlives the drain.
+   */
+  releaseAt(at: number): void {
+    if (this.#released) return;
+    this.#releaseAt = Math.min(at, this.#releaseAt ?? Infinity);
+    clearTimeout(this.#releaseTimer);
+    this.#releaseTimer = setTimeout(() => this.releaseAll(), Math.max(0, at - Date.now()));
+    this.#releaseTimer.unref();
   }
 
   /**
@@ -76,6 +92,8 @@ export class Wakeups {
    */
   wait(key: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitEnd> {
     if (this.#released) return Promise.resolve('released');
+    // A drain ends the wait at its release point, as 'released' (the caller answers and ends).
+    const capped = this.#releaseAt !== undefined && Date.now() + timeoutMs >= this.#releaseAt;
     return new Promise((resolve) => {
       const end = (why: WaitEnd) => () => {
         clearTimeout(timer);
@@ -88,7 +106,9 @@ export class Wakeups {
       const aborted = end('aborted');
       const released = end('released');
       this.#waiting.add(released);
-      const timer = setTimeout(end('timeout'), timeoutMs);
+      const timer = capped
+        ? setTimeout(end('released'), Math.max(0, this.#releaseAt! - Date.now()))
+        : setTimeout(end('timeout'), timeoutMs);
       this.#emitter.on(key, woken);
       signal?.addEventListener('abort', aborted, { once: true });
     });

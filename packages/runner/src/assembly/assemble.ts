@@ -20,7 +20,7 @@ import { checkRequiredSkills, discoverSkills } from './skills.js';
 import type { AssemblyStep, AssemblySummary, StepTiming } from './summary.js';
 import { prepareToolsDir } from './tools-dir.js';
 import { countTree } from './walk.js';
-import { ASSEMBLED_PATH_TOOLS, checkAssembledPath } from './work-ready.js';
+import { ASSEMBLED_PATH_TOOLS, checkAssembledPath } from '@svc/contracts/work-ready';
 
 /**
  * Steps 6 and 7 of the spec's Assembly table for one workspace, in order: materialize the

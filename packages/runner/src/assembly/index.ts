@@ -39,8 +39,8 @@ export {
   checkAssembledPath,
   checkWorkReady,
   detectWorkReady,
-} from './work-ready.js';
-export type { BaseToolFact, BaseToolSpec, WorkReadySummary } from './work-ready.js';
+} from '@svc/contracts/work-ready';
+export type { BaseToolFact, BaseToolSpec, WorkReadySummary } from '@svc/contracts/work-ready';
 export { materializeCheckout } from './git-bundle.js';
 export type { CheckoutRequest, CheckoutResult, GitBundleContext, RefSource } from './git-bundle.js';
 export { GitRunner, gitCredentialFromSecret } from './git-exec.js';

@@ -28,6 +28,7 @@ import { pollingPaths, toRunnerJob, type RunnerJobRow } from './records.js';
 import { failUnclaimedCommand } from './unclaimed.js';
 import { forgetTransientEnv, maskTransientEnv } from './masks.js';
 import { hashedEntries, platformEndpointDefaults, transientEnvSummary } from './transient-env.js';
+import { runnerJobsFailed } from '../../metrics/registry.js';
 
 export interface RunnerJobDeps {
   launcher: Launcher;
@@ -368,6 +369,7 @@ export async function startJob(
       } as never)
       .where('runner_job_id', '=', row.runner_job_id)
       .execute();
+    runnerJobsFailed.inc({ stage: 'launch' });
     ctx.logger.error({ jobName: row.job_name, err: message }, 'runner job launch failed');
     if (notReady) throw notReady.reason;
     throw new ServiceError(
@@ -471,6 +473,8 @@ export async function recordPhase(
     .returningAll()
     .executeTakeFirst();
   if (row && terminal) {
+    // Counted by the replica whose update recorded it: once across replicas.
+    if (update.phase === 'failed') runnerJobsFailed.inc({ stage: 'run' });
     forgetTransientEnv(ctx.redactor, row.runner_job_id);
     await failUnclaimedCommand(ctx, row);
   }

@@ -57,8 +57,10 @@ async function readUntil<T>(
           const marked = await probeThenRead();
           if (marked !== undefined && ready(marked)) return marked;
         }
-        await woken;
-        if (Date.now() >= deadline || signal?.aborted) return await read();
+        // Released: this replica drains; the client gets the current state and asks again,
+        // on another replica.
+        if ((await woken) === 'released' || Date.now() >= deadline || signal?.aborted)
+          return await read();
       } finally {
         stop.abort();
         signal?.removeEventListener('abort', abort);

@@ -2,9 +2,13 @@ import { execFile } from 'node:child_process';
 import { access, mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
-import { ServiceError } from '@svc/contracts';
+import { ServiceError } from './errors.js';
 
 /**
+ * Shared by the runner (its start check) and the manager (the summary a local runner will have):
+ * a subpath of its own (`@svc/contracts/work-ready`), so the manager needs no runner package and
+ * the browser bundle of the console never sees node:child_process.
+ *
  * The work-ready capability summary (spec/3, "Backend image reference"): which base tools the
  * image has and their versions. Tasks never install base tools at run time, so a missing
  * required tool fails the runner fast as `infra-failed`.
