@@ -23,6 +23,8 @@ export interface ActiveTurn {
   command: Command;
   handle: TurnHandle | null;
   cancelRequested: boolean;
+  /** The terminal status reported for the turn, once it was. */
+  reported: Omit<CommandStatusBody, 'runnerId'> | null;
   /** Resolves once the turn has its handle, or ended without one. */
   started: Promise<void>;
   markStarted(): void;
@@ -31,7 +33,7 @@ export interface ActiveTurn {
 export function newActiveTurn(command: Command): ActiveTurn {
   let markStarted!: () => void;
   const started = new Promise<void>((r) => (markStarted = r));
-  return { command, handle: null, cancelRequested: false, started, markStarted };
+  return { command, handle: null, cancelRequested: false, reported: null, started, markStarted };
 }
 
 export interface TurnServices {
@@ -76,6 +78,7 @@ export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<
     // The turn's last events ride with its terminal status, stored in one transaction, sent
     // as soon as the turn ends (no wait for the sink's batch timer).
     await reportWithEvents(s, command.commandId, body);
+    active.reported = body;
     await s.ctx
       .reportStorage(s.client, s.runnerId)
       .catch((error: unknown) =>

@@ -5,9 +5,14 @@ import type { Executor, Tx } from '../../store/runs.js';
 import { PREPARED } from '../../store/prepared.js';
 
 /**
- * Capacity is counted in the database, from open attempts (`dispatched` or `running`), so
- * every replica and a manual dispatch see the same numbers. Decisions that take capacity hold
- * one transaction-scoped advisory lock: two replicas never both take the last slot.
+ * Capacity is a bound on live runners, counted in the database so every replica and a manual
+ * dispatch see the same numbers. A task holds as many slots as it has live runner Jobs (runs
+ * of its attempts and of its judge, `runs.queue_task_id`, until the launcher reports each Job
+ * ended), and at least one while its work is open without one: an attempt claimed but not yet
+ * launched, or whose runner was lost and awaits its replacement; a completed attempt waiting
+ * for its judge to start. A slot is freed when the runner has ended, not when its command
+ * did. Decisions that take capacity hold one transaction-scoped advisory lock: two replicas
+ * never both take the last slot.
  */
 const CAPACITY_LOCK = 0x5c4ed001;
 
@@ -41,21 +46,42 @@ export interface Limits {
   queues: Record<string, number>;
 }
 
-/** The capacity columns of a statement, as JSON: stored per-queue limits and attempts in use. */
+/** The capacity columns of a statement, as JSON: stored per-queue limits and slots in use. */
 export interface CapacityColumns {
   capacity_queues: Array<{ queue: string; max: number }>;
   capacity_used: Array<{ tenant: string; profile: string; queue: string; n: number }>;
 }
 
 /**
- * CTEs `used` (open attempts per tenant, profile and queue) and `capacity` (one row: the
- * `CapacityColumns`, and `room`, how many attempts fit under the global limit, at most a batch).
+ * CTEs `used` (slots held per tenant, profile and queue: see above) and `capacity` (one row:
+ * the `CapacityColumns`, and `room`, how many attempts fit under the global limit, at most a
+ * batch).
  */
 export const capacityCtes = (settings: SchedulerSettings, batch: number) => sql`
+  live_jobs AS (
+    SELECT r.queue_task_id AS task_id, count(*)::int AS n
+    FROM runner_jobs j JOIN runs r ON r.run_id = j.run_id
+    WHERE j.phase IN ('pending', 'starting', 'running') AND r.queue_task_id IS NOT NULL
+    GROUP BY r.queue_task_id
+  ),
+  open_work AS (
+    SELECT task_id FROM queue_attempts WHERE state IN ('dispatched', 'running')
+    UNION
+    SELECT task_id FROM queue_judge_runs WHERE state = 'requested' AND run_id IS NULL
+    UNION
+    SELECT t.task_id FROM queue_tasks t
+    JOIN queue_attempts a ON a.attempt_id = t.latest_attempt_id
+    WHERE t.state = 'running' AND t.judge IS NOT NULL AND a.state = 'completed'
+      AND NOT EXISTS (SELECT 1 FROM queue_judge_runs jr WHERE jr.attempt_id = a.attempt_id)
+  ),
   used AS (
-    SELECT t.tenant_id, t.backend_profile, t.queue, count(*)::int AS n
-    FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
-    WHERE a.state IN ('dispatched', 'running')
+    SELECT t.tenant_id, t.backend_profile, t.queue, sum(h.n)::int AS n
+    FROM (
+      SELECT coalesce(l.task_id, o.task_id) AS task_id,
+        greatest(coalesce(l.n, 0), CASE WHEN o.task_id IS NULL THEN 0 ELSE 1 END) AS n
+      FROM live_jobs l FULL JOIN open_work o ON o.task_id = l.task_id
+    ) h
+    JOIN queue_tasks t ON t.task_id = h.task_id
     GROUP BY t.tenant_id, t.backend_profile, t.queue
   ),
   capacity AS (
@@ -82,7 +108,7 @@ export function capacityOf(
 }
 
 /**
- * The limits in force and the attempts that hold capacity, in one statement (one round trip
+ * The limits in force and the slots held (live runners), in one statement (one round trip
  * under the capacity lock). Per-queue limits stored in the database override configuration.
  */
 export async function readCapacity(
@@ -132,7 +158,7 @@ export async function assertCapacity(trx: Tx, settings: SchedulerSettings, slot:
   if (blocked)
     throw new ServiceError(
       'capacity-exhausted',
-      `${blocked.scope}${blocked.name ? ` ${blocked.name}` : ''} runs ${blocked.inUse} of ${blocked.limit} attempts; dispatch again when one ends`,
+      `${blocked.scope}${blocked.name ? ` ${blocked.name}` : ''} has ${blocked.inUse} of ${blocked.limit} runners live; dispatch again when one has ended`,
       { ...blocked },
     );
 }
