@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-import { answerInfoFlags, ConfigError } from '@svc/contracts';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { answerInfoFlags, ConfigError, EXIT_STATUS_FILE } from '@svc/contracts';
 import { loadRunnerConfig } from './config.js';
 import { Runner } from './runner.js';
 
@@ -24,7 +26,7 @@ async function main(): Promise<number> {
     // The agent runs in its own process group: take it (and its shells) down with us.
     log.info('SIGTERM received');
     runner.terminate();
-    process.exit(143);
+    exit(143);
   });
   try {
     return await runner.run();
@@ -52,7 +54,23 @@ if (
     packageJson: new URL('../package.json', import.meta.url),
   })
 )
-  main().then(
-    (code) => process.exit(code),
-    () => process.exit(1),
-  );
+  main().then(exit, () => exit(1));
+
+/**
+ * Exit, leaving the code in the job directory first: a launcher that is not this process's
+ * parent (a restarted manager that adopted the job) cannot wait for it, and reads it there.
+ */
+function exit(code: number): never {
+  const jobDir = process.env['SVC_JOB_DIR'];
+  if (jobDir) {
+    try {
+      writeFileSync(
+        join(jobDir, EXIT_STATUS_FILE),
+        JSON.stringify({ exitCode: code, at: new Date().toISOString() }),
+      );
+    } catch {
+      // a read-only or vanished job directory: the launcher reports an unknown code
+    }
+  }
+  process.exit(code);
+}
