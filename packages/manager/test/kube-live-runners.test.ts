@@ -166,7 +166,7 @@ describe('live runner Jobs on Kubernetes', () => {
     await replacementRunner.poll();
     assert.equal((await replacementRunner.ack(attempt.commandId)).status, 200);
     assert.equal((await replacementRunner.finish(attempt.commandId, 'completed')).status, 200);
-    fake.setJobState(NS, replacement!, 'succeeded');
+    fake.setJobState(NS, replacement, 'succeeded');
     await eventually(() => (jobsCreated().length === before + 3 ? true : undefined));
     const shown = await task(lost);
     assert.equal(shown.state, 'completed');
