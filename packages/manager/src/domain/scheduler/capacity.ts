@@ -6,13 +6,11 @@ import { PREPARED } from '../../store/prepared.js';
 
 /**
  * Capacity is a bound on live runners, counted in the database so every replica and a manual
- * dispatch see the same numbers. A task holds as many slots as it has live runner Jobs (runs
- * of its attempts and of its judge, `runs.queue_task_id`, until the launcher reports each Job
- * ended), and at least one while its work is open without one: an attempt claimed but not yet
- * launched, or whose runner was lost and awaits its replacement; a completed attempt waiting
- * for its judge to start. A slot is freed when the runner has ended, not when its command
- * did. Decisions that take capacity hold one transaction-scoped advisory lock: two replicas
- * never both take the last slot.
+ * dispatch see the same numbers. A task holds a slot for each live runner Job of its runs (its
+ * attempts' and its judge's, `runs.queue_task_id`, until the launcher reports the Job ended),
+ * and one for each piece of its open work still without a Job (see `capacityCtes`). A slot is
+ * freed when the runner has ended, not when its command did. Decisions that take capacity
+ * hold one transaction-scoped advisory lock: two replicas never both take the last slot.
  */
 const CAPACITY_LOCK = 0x5c4ed001;
 
@@ -55,33 +53,41 @@ export interface CapacityColumns {
 /**
  * CTEs `used` (slots held per tenant, profile and queue: see above) and `capacity` (one row:
  * the `CapacityColumns`, and `room`, how many attempts fit under the global limit, at most a
- * batch).
+ * batch). A slot is a live runner Job of a task's run, or a piece of a task's open work that
+ * has no live Job of its own: an open attempt (none launched yet, or its runner lost), a judge
+ * run requested but not yet launched, a completed attempt whose judge has not been requested.
+ * A task's earlier attempt whose runner still lives holds its own slot beside a retry.
  */
 export const capacityCtes = (settings: SchedulerSettings, batch: number) => sql`
   live_jobs AS (
-    SELECT r.queue_task_id AS task_id, count(*)::int AS n
+    SELECT j.run_id, j.attempt_id, r.queue_task_id AS task_id,
+      r.metadata->>'judgeRunId' AS judge_run_id
     FROM runner_jobs j JOIN runs r ON r.run_id = j.run_id
     WHERE j.phase IN ('pending', 'starting', 'running') AND r.queue_task_id IS NOT NULL
-    GROUP BY r.queue_task_id
   ),
-  open_work AS (
-    SELECT task_id FROM queue_attempts WHERE state IN ('dispatched', 'running')
-    UNION
-    SELECT task_id FROM queue_judge_runs WHERE state = 'requested' AND run_id IS NULL
-    UNION
+  held AS (
+    SELECT task_id FROM live_jobs
+    UNION ALL
+    SELECT a.task_id FROM queue_attempts a
+    WHERE a.state IN ('dispatched', 'running')
+      -- Two anti-joins, each on one key (hashable): the Job launched for the attempt, or a
+      -- replacement on its run.
+      AND NOT EXISTS (SELECT 1 FROM live_jobs l WHERE l.attempt_id = a.attempt_id)
+      AND NOT EXISTS (SELECT 1 FROM live_jobs l WHERE l.run_id = a.run_id)
+    UNION ALL
+    SELECT jr.task_id FROM queue_judge_runs jr
+    WHERE jr.state = 'requested' AND jr.run_id IS NULL AND NOT EXISTS (
+      SELECT 1 FROM live_jobs l WHERE l.judge_run_id = jr.judge_run_id)
+    UNION ALL
     SELECT t.task_id FROM queue_tasks t
     JOIN queue_attempts a ON a.attempt_id = t.latest_attempt_id
     WHERE t.state = 'running' AND t.judge IS NOT NULL AND a.state = 'completed'
       AND NOT EXISTS (SELECT 1 FROM queue_judge_runs jr WHERE jr.attempt_id = a.attempt_id)
+      AND NOT EXISTS (SELECT 1 FROM live_jobs l WHERE l.run_id = a.run_id)
   ),
   used AS (
-    SELECT t.tenant_id, t.backend_profile, t.queue, sum(h.n)::int AS n
-    FROM (
-      SELECT coalesce(l.task_id, o.task_id) AS task_id,
-        greatest(coalesce(l.n, 0), CASE WHEN o.task_id IS NULL THEN 0 ELSE 1 END) AS n
-      FROM live_jobs l FULL JOIN open_work o ON o.task_id = l.task_id
-    ) h
-    JOIN queue_tasks t ON t.task_id = h.task_id
+    SELECT t.tenant_id, t.backend_profile, t.queue, count(*)::int AS n
+    FROM held h JOIN queue_tasks t ON t.task_id = h.task_id
     GROUP BY t.tenant_id, t.backend_profile, t.queue
   ),
   capacity AS (
