@@ -42,7 +42,9 @@ usage: runner [--help | --version]
 The runner of one run: claims it from the manager, drives the coding agent (codex app-server)
 and streams its events back. It takes no arguments; it is configured by its environment
 (SVC_MANAGER_URL, SVC_RUN_ID, SVC_PROFILE_DIR, SVC_WORKSPACE_DIR, …), which the manager's
-launcher sets for each runner Job. See docs/operations.md.
+launcher sets for each runner Job. It serves turns until idle for SVC_RUNNER_IDLE_EXIT_MS, or,
+with SVC_RUNNER_SINGLE_TURN=true (a queue task's run), closes the run after its one turn.
+As it exits it leaves its exit code in SVC_JOB_DIR/exit-status.json. See docs/operations.md.
 
 Exit codes: 0 the run was served · 1 a failure · 2 bad configuration · 143 terminated.`;
 
