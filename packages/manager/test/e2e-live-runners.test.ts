@@ -125,6 +125,34 @@ describe('live runners', () => {
     }
   });
 
+  it('closes a queue task’s run in its failed turn’s outcome, and its runner ends with it', async () => {
+    const { e } = rig;
+    e.provider.dropSteps().enqueue(
+      ...Array.from({ length: 5 }, () => ({
+        kind: 'http-error' as const,
+        status: 401,
+        message: 'bad key',
+      })),
+    );
+    const submitted = await submit({ payload: { prompt: 'Fails at the provider.' } });
+    const shown = await waitFor(
+      'the task to fail',
+      async () => {
+        const s = await task(submitted.taskId);
+        return s.state === 'failed' ? s : null;
+      },
+      60_000,
+    );
+    const runId = shown.latestAttempt.runId as string;
+    const run = await waitFor('the run to close', async () => {
+      const r = (await e.t.api('GET', `/api/v1/runs/${runId}`)).body;
+      return r.state === 'running' || r.state === 'claimed' ? null : r;
+    });
+    assert.deepEqual([run.state, run.failureKind], ['failed', 'provider-auth-failed']);
+    const [job] = await endedJobs(runId);
+    assert.deepEqual([job!.phase, job!.exitCode], ['succeeded', 0]);
+  });
+
   it('replaces a runner killed mid-turn as soon as it died, long before its lease expires', async (t) => {
     const { e } = rig;
     e.provider

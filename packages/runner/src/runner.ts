@@ -6,7 +6,6 @@ import {
   Redactor,
   OUTCOME_FAILURE_KINDS,
   type Command,
-  type CommandStatusBody,
   type RunControlSignals,
   type RunStatusBody,
 } from '@svc/contracts';
@@ -25,6 +24,7 @@ import {
   newActiveTurn,
   TurnOutcomeError,
   type ActiveTurn,
+  type TurnEnd,
   type TurnServices,
 } from './turns.js';
 
@@ -57,7 +57,7 @@ export class Runner {
   #stop = new AbortController();
   #stopReason: StopReason | null = null;
   /** Single-turn: how the last turn ended, until the run is closed in that outcome. */
-  #served: Omit<CommandStatusBody, 'runnerId'> | null = null;
+  #served: TurnEnd | null = null;
   /** Ends the poll in flight early (a single-turn run's turn ended: close it now). */
   #nudge = new AbortController();
 
@@ -377,7 +377,7 @@ export class Runner {
 }
 
 /** A single-turn run ends as its turn did (a failure kind the run may carry, else backend-failed). */
-function runOutcomeOf(turn: Omit<CommandStatusBody, 'runnerId'>): Omit<RunStatusBody, 'runnerId'> {
+function runOutcomeOf(turn: TurnEnd): Omit<RunStatusBody, 'runnerId'> {
   const message = `the run's turn ${turn.state}${turn.message ? `: ${turn.message}` : ''}`.slice(
     0,
     3900,
