@@ -54,16 +54,18 @@ export async function recordPhase(ctx: Ctx, update: PhaseReport): Promise<void> 
     const run = await lockRun(trx, known.run_id);
     const row = await writePhase(trx, update, true);
     if (row && run?.queue_task_id) await followAttempt(trx, row);
-    if (!row || !run || isTerminalRun(run.state)) return row ? { row, run, wake: false } : null;
+    if (!row) return null;
+    if (!run || isTerminalRun(run.state)) return { row, run, open: false, wake: false };
     const released = await releaseLease(trx, run, row);
     const closed = await closeServedRun(ctx, trx, run, row);
-    return { row, run, wake: released || closed || run.queue_task_id !== null, closed };
+    // A runner that held the lease had claimed; nothing of a closed run is left to fail.
+    return { row, run, open: !released && !closed, wake: released || closed, closed };
   });
   if (!ended) return;
   forgetTransientEnv(ctx.redactor, ended.row.runner_job_id);
   if (ended.closed) await ctx.wakeups.publish(runWakeKey(ended.row.run_id));
   if (ended.wake || ended.run?.queue_task_id) await ctx.wakeups.publish(QUEUE_WAKE_KEY);
-  await failUnclaimedCommand(ctx, ended.row);
+  if (ended.open) await failUnclaimedCommand(ctx, ended.row);
 }
 
 async function writePhase(
