@@ -33,6 +33,8 @@ export interface RetryPolicy {
   attempts: number;
   baseDelayMs: number;
   maxDelayMs: number;
+  /** Give up once this long has passed since the call's first failure (attempts permitting). */
+  budgetMs?: number;
 }
 
 export interface ApiClientOptions {
@@ -88,6 +90,7 @@ export class ApiClient {
       const qs = params.toString();
       if (qs) url += `${url.includes('?') ? '&' : '?'}${qs}`;
     }
+    let firstFailure: number | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#once<T>(method, url, body, options);
@@ -99,6 +102,9 @@ export class ApiClient {
         const delay =
           Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)) *
           (0.5 + Math.random() / 2);
+        firstFailure ??= Date.now();
+        if (policy.budgetMs !== undefined && Date.now() + delay - firstFailure > policy.budgetMs)
+          throw error;
         await new Promise((r) => setTimeout(r, delay));
       }
     }

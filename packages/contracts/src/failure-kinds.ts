@@ -59,7 +59,7 @@ export const FAILURE_KINDS = {
   'capacity-exhausted': {
     httpStatus: 429,
     meaning:
-      'a scheduler capacity limit (global, tenant, backend profile or queue) is reached; dispatch again when an attempt ends',
+      'a scheduler capacity limit (global, tenant, backend profile or queue) on live runners is reached; dispatch again when one has ended',
   },
   'build-required': {
     httpStatus: 409,

@@ -37,21 +37,31 @@ function alive(pid: number): boolean {
 }
 
 describe('crash recovery', { skip }, () => {
-  it('finds the runner jobs of a killed manager on restart, stops them and marks them failed', async () => {
+  it('adopts the live runner jobs of a killed manager on restart and reports the dead ones', async () => {
     const jobStore = await createTestStore(managerTemplate);
     assert.equal(jobStore.kind, 'postgres');
-    const dir = await mkdtemp(join(tmpdir(), 'svc-orphans-'));
+    const dir = await mkdtemp(join(tmpdir(), 'svc-adopt-'));
     // Whatever fails, no manager of this test outlives it (a live child keeps the file open).
     let manager: ChildProcess | undefined;
+    const pids: number[] = [];
     try {
       await new LocalSecretStore(join(dir, 'secrets')).put('svc-v01-provider-builtin-a', {
         'auth.json': Buffer.from('{}'),
         'config.toml': Buffer.from(''),
       });
-      // A runner stand-in that stays up until stopped.
+      // A runner stand-in: up until a file named `stop` appears in its job directory, then it
+      // leaves its exit code there and exits, as the runner does.
       await writeFile(
         join(dir, 'runner.mjs'),
-        "process.on('SIGTERM', () => process.exit(0)); setInterval(() => {}, 1000);",
+        [
+          "import { existsSync, writeFileSync } from 'node:fs';",
+          "process.on('SIGTERM', () => process.exit(0));",
+          'setInterval(() => {',
+          "  if (!existsSync('stop')) return;",
+          "  writeFileSync(process.env.SVC_JOB_DIR + '/exit-status.json', '{\"exitCode\":0}');",
+          '  process.exit(0);',
+          '}, 20);',
+        ].join('\n'),
       );
       const port = await freePort();
       const base = `http://127.0.0.1:${port}`;
@@ -75,26 +85,38 @@ describe('crash recovery', { skip }, () => {
             body: JSON.stringify(body),
           })
         ).json() as Promise<any>;
-      const run = await post('/api/v1/runs', runBody());
-      const command = await post(`/api/v1/runs/${run.runId}/commands`, {
-        type: 'turn',
-        payload: { prompt: 'x' },
-      });
+      const jobOf = async (runId: string, runnerJobId: string) =>
+        (await (
+          await fetch(`${base}/api/v1/runs/${runId}/runner-jobs/${runnerJobId}`)
+        ).json()) as any;
       const transient = canary('transient-env');
-      const job = await post(`/api/v1/runs/${run.runId}/runner-jobs`, {
-        commandId: command.commandId,
-        transientEnv: [{ name: 'LAB_TOKEN_HINT', value: transient }],
-      });
-      assert.equal(job.phase, 'running');
-      // Secret material the stand-in leaves on disk, as a runner killed with its manager would.
-      const jobDir = join(dir, 'jobs', job.jobName);
-      await mkdir(join(jobDir, 'agent-home'), { recursive: true });
-      await writeFile(join(jobDir, 'agent-home', 'auth.json'), JSON.stringify({ key: transient }));
-      assert.equal((await findCanariesInTree(jobDir, [transient])).length, 2);
-      const pid = Number(String(job.podIdentity).split(':').at(-1));
+      const launch = async () => {
+        const run = await post('/api/v1/runs', runBody());
+        const command = await post(`/api/v1/runs/${run.runId}/commands`, {
+          type: 'turn',
+          payload: { prompt: 'x' },
+        });
+        const job = await post(`/api/v1/runs/${run.runId}/runner-jobs`, {
+          commandId: command.commandId,
+          transientEnv: [{ name: 'LAB_TOKEN_HINT', value: transient }],
+        });
+        assert.equal(job.phase, 'running');
+        const pid = Number(String(job.podIdentity).split(':').at(-1));
+        pids.push(pid);
+        return { runId: run.runId as string, job, pid, jobDir: join(dir, 'jobs', job.jobName) };
+      };
+      // One job lives on through the restart; the other dies while no manager watches.
+      const living = await launch();
+      const dying = await launch();
+      // Secret material the stand-ins leave on disk, as a runner working on its turn does.
+      for (const j of [living, dying]) {
+        await mkdir(join(j.jobDir, 'agent-home'), { recursive: true });
+        await writeFile(join(j.jobDir, 'agent-home', 'auth.json'), JSON.stringify({ transient }));
+        assert.equal((await findCanariesInTree(j.jobDir, [transient])).length, 2);
+      }
       // A second local manager on the same database, with its own data directory, starts: the
-      // live job is the first manager's, and stays running and unreported.
-      const otherDir = await mkdtemp(join(tmpdir(), 'svc-orphans-other-'));
+      // live jobs are the first manager's, and stay running and unreported.
+      const otherDir = await mkdtemp(join(tmpdir(), 'svc-adopt-other-'));
       const otherPort = await freePort();
       const other = spawn(process.execPath, [SERVER], {
         env: { ...env, PORT: String(otherPort), SVC_DATA_DIR: otherDir },
@@ -102,11 +124,9 @@ describe('crash recovery', { skip }, () => {
       });
       try {
         await waitForHttp(`http://127.0.0.1:${otherPort}/health/readiness`);
-        const seen = (await (
-          await fetch(`${base}/api/v1/runs/${run.runId}/runner-jobs/${job.runnerJobId}`)
-        ).json()) as any;
+        const seen = await jobOf(living.runId, living.job.runnerJobId);
         assert.equal(seen.phase, 'running', JSON.stringify(seen.terminalSummary));
-        assert.ok(alive(pid), "another manager's start left the job running");
+        assert.ok(alive(living.pid), "another manager's start left the job running");
       } finally {
         other.kill('SIGTERM');
         await new Promise((r) => other.once('exit', r));
@@ -115,21 +135,39 @@ describe('crash recovery', { skip }, () => {
       const first = manager;
       first.kill('SIGKILL');
       await new Promise((r) => first.once('exit', r));
-      assert.ok(alive(pid), 'the detached job outlived the killed manager');
+      assert.ok(alive(living.pid), 'the detached job outlived the killed manager');
+      process.kill(dying.pid, 'SIGKILL');
+      await waitFor('the dying stand-in to end', () => !alive(dying.pid), 5000);
       manager = start();
       try {
         await waitForHttp(`${base}/health/readiness`);
-        const after = (await (
-          await fetch(`${base}/api/v1/runs/${run.runId}/runner-jobs/${job.runnerJobId}`)
-        ).json()) as any;
-        assert.equal(after.phase, 'failed');
-        assert.equal(after.terminalSummary.reason, 'orphaned-by-manager-restart');
-        assert.equal(after.terminalSummary.stopped, true);
-        await waitFor('the orphan to be stopped', () => !alive(pid), 5000);
-        // The restarted manager removed the job's secret material before it served.
+        // The live job was adopted: still running, untouched, its secret material in place.
+        const adopted = await jobOf(living.runId, living.job.runnerJobId);
+        assert.equal(adopted.phase, 'running', JSON.stringify(adopted.terminalSummary));
+        assert.ok(alive(living.pid), 'the restarted manager left the live job running');
+        assert.equal((await findCanariesInTree(living.jobDir, [transient])).length, 2);
+        // The dead one is reported as it is, nothing of it left on disk.
+        const dead = await jobOf(dying.runId, dying.job.runnerJobId);
+        assert.equal(dead.phase, 'failed');
+        assert.equal(dead.terminalSummary.reason, 'ended-while-manager-down');
+        assert.deepEqual(await findCanariesInTree(dying.jobDir, [transient]), []);
+        // The adopted job is followed to its end although it is not the new manager's child.
+        await writeFile(join(living.jobDir, 'stop'), '');
+        const ended = await waitFor(
+          'the adopted job to be reported ended',
+          async () => {
+            const j = await jobOf(living.runId, living.job.runnerJobId);
+            return j.phase === 'running' ? null : j;
+          },
+          10_000,
+        );
+        assert.equal(ended.phase, 'succeeded', JSON.stringify(ended.terminalSummary));
+        assert.equal(ended.exitCode, 0);
+        assert.equal(ended.terminalSummary.adopted, true);
+        // Its secret material went with it, as for a child of the manager.
         assert.deepEqual(await findCanariesInTree(dir, [transient], { skip: ['secrets'] }), []);
         for (const sub of ['secret', 'agent-home', 'home'])
-          assert.equal(existsSync(join(jobDir, sub)), false, sub);
+          assert.equal(existsSync(join(living.jobDir, sub)), false, sub);
       } finally {
         const restarted = manager;
         restarted.kill('SIGTERM');
@@ -140,6 +178,7 @@ describe('crash recovery', { skip }, () => {
         manager.kill('SIGKILL');
         await new Promise((r) => manager!.once('exit', r));
       }
+      for (const pid of pids) if (alive(pid)) process.kill(pid, 'SIGKILL');
       await jobStore.drop();
       await rm(dir, { recursive: true, force: true });
     }

@@ -240,7 +240,7 @@ describe('the runner driving the real agent', () => {
     assert.equal((await waitForCommand(rig.e.t, runId, next)).state, 'completed');
   });
 
-  it('replaces a runner killed mid-turn: the replacement waits out the lease and resumes the thread from the session volume', async () => {
+  it('replaces a runner killed mid-turn: its lease ends with its job, the replacement claims at once and resumes the thread from the session volume', async () => {
     rig.e.provider.enqueue(
       { kind: 'text', text: 'First answer: blue.' },
       { kind: 'stall' },
@@ -290,7 +290,13 @@ describe('the runner driving the real agent', () => {
     assert.equal(done.state, 'completed', JSON.stringify(done));
     const events = await runEvents(rig.e.t, runId);
     const names = events.map((ev) => ev.name);
-    assert.ok(names.includes('runner.claim.waiting'), 'the replacement waited for the lease');
+    // The launcher saw the runner die: its lease ended then, so nobody waits it out.
+    const lost = events.find((ev) => ev.name === 'runner.lost');
+    assert.equal(lost?.data.runnerJobId, job.runnerJobId, names.join(', '));
+    assert.ok(
+      !names.includes('runner.claim.waiting'),
+      'the replacement did not wait for the lease',
+    );
     const recovered = events.find((ev) => ev.name === 'runner.claim.recovered');
     assert.equal(recovered.data.previousOwner, job.runnerId);
     assert.ok(names.includes('thread.resumed'), 'the thread was resumed, not restarted');

@@ -26,9 +26,6 @@ const rig = useE2E({
     SVC_TENANT_ALLOWLIST: [BIG.tenant, ...SMALL.map((s) => s.tenant)].join(','),
     SVC_SCHEDULER_MAX_RUNNING: String(GLOBAL),
     SVC_SCHEDULER_TENANT_MAX_RUNNING: String(PER_TENANT),
-    // A runner leaves soon after its one turn: capacity is counted from attempts, but runner
-    // and agent processes lingering idle would only compete for the CPU.
-    SVC_RUNNER_IDLE_EXIT_MS: '500',
   },
 });
 

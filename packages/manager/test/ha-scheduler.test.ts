@@ -45,7 +45,8 @@ interface Replica {
 
 /**
  * One runner's whole life against a replica, as the runner program speaks it: claim, poll,
- * acknowledge, report the turn's end. Flaky tasks fail their first attempt retryably.
+ * acknowledge, report the turn's end, close the run (a queue task's runner serves one turn).
+ * Flaky tasks fail their first attempt retryably.
  */
 async function serveJob(base: string, env: Record<string, string>, failedOnce: Set<string>) {
   const runId = env['SVC_RUN_ID']!;
@@ -82,6 +83,16 @@ async function serveJob(base: string, env: Record<string, string>, failedOnce: S
     lease,
   );
   assert.equal(done.status, 200, done.raw);
+  const closed = await call(
+    base,
+    'PATCH',
+    `/api/v1/runs/${runId}/status`,
+    fail
+      ? { runnerId, state: 'failed', failureKind: 'provider-unavailable', message: 'provider 503' }
+      : { runnerId, state: 'completed' },
+    lease,
+  );
+  assert.equal(closed.status, 200, closed.raw);
 }
 
 describe('two schedulers on one database', { skip }, () => {

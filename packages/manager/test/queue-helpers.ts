@@ -13,14 +13,34 @@ import {
 
 /**
  * Queue API tests: a real manager on a fresh PostgreSQL database whose local launcher starts a
- * stand-in runner program (it stays up until told to stop), while the test speaks the
- * runner-facing API itself to move runs and commands along. The real runner and agent run in
- * the CLI follow test.
+ * stand-in runner program (it stays up until told to stop: SIGTERM, or a file named `stop` in
+ * its job directory), while the test speaks the runner-facing API itself to move runs and
+ * commands along. The real runner and agent run in the CLI follow test.
  */
 const STAND_IN = `
+import { existsSync } from 'node:fs';
 process.on('SIGTERM', () => process.exit(0));
-setInterval(() => {}, 1000);
+setInterval(() => existsSync('stop') && process.exit(0), 20);
 `;
+
+/**
+ * End a stand-in runner as a real one ends once its turn is done (it exits 0), and wait until
+ * its manager has recorded that: only then is its capacity free.
+ */
+export async function stopStandIn(t: TestManager, jobName: string): Promise<void> {
+  await writeFile(join(t.dataDir, 'jobs', jobName, 'stop'), '');
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const job = await t.manager.store.db
+      .selectFrom('runner_jobs')
+      .select('phase')
+      .where('job_name', '=', jobName)
+      .executeTakeFirst();
+    if (!job || ['succeeded', 'failed', 'cancelled'].includes(job.phase)) return;
+    if (Date.now() > deadline) throw new Error(`stand-in runner ${jobName} did not end`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 export interface QueueRig {
   t: TestManager;
@@ -103,6 +123,7 @@ export async function finish(
   ]);
   const done = await runner.finish(dispatched.command.commandId, state, extra);
   assert.equal(done.status, 200, done.raw);
+  if (dispatched.runnerJob?.jobName) await stopStandIn(t, dispatched.runnerJob.jobName);
 }
 
 /**

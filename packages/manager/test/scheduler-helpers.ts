@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { sql } from 'kysely';
 import { TestRunner, type TestManager } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
-import { show } from './queue-helpers.js';
+import { show, stopStandIn } from './queue-helpers.js';
 
 /** Settings that make the scheduler react within a test's patience. */
 export const FAST_SCHEDULER = {
@@ -53,4 +53,5 @@ export async function endAttempt(
   assert.equal((await runner.ack(attempt.commandId)).status, 200);
   const done = await runner.finish(attempt.commandId, state, extra);
   assert.equal(done.status, 200, done.raw);
+  if (attempt.runner.jobName) await stopStandIn(t, attempt.runner.jobName);
 }

@@ -41,6 +41,8 @@ export interface RunnerConfig {
   agentHome: string;
   runnerHome: string;
   idleExitMs: number;
+  /** The run gets no follow-up turn (a queue task's): close it once its turn ended, and exit. */
+  singleTurn: boolean;
   codexBinary: string | null;
   session: SessionMount | null;
   image: string | null;
@@ -120,6 +122,7 @@ export function loadRunnerConfig(env: Env = process.env): RunnerConfig {
     agentHome,
     runnerHome: r.string('SVC_RUNNER_HOME', r.string('HOME', jobDir)),
     idleExitMs: r.int('SVC_RUNNER_IDLE_EXIT_MS', 120_000, { min: 0 }),
+    singleTurn: r.bool('SVC_RUNNER_SINGLE_TURN', false),
     codexBinary: r.optional('SVC_CODEX_BIN') ?? null,
     session: pvcName
       ? {

@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-import { answerInfoFlags, ConfigError } from '@svc/contracts';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { answerInfoFlags, ConfigError, EXIT_STATUS_FILE } from '@svc/contracts';
 import { loadRunnerConfig } from './config.js';
 import { Runner } from './runner.js';
 
@@ -24,7 +26,7 @@ async function main(): Promise<number> {
     // The agent runs in its own process group: take it (and its shells) down with us.
     log.info('SIGTERM received');
     runner.terminate();
-    process.exit(143);
+    exit(143);
   });
   try {
     return await runner.run();
@@ -44,7 +46,8 @@ for each runner Job (docs/operations.md). It reads:
   SVC_MANAGER_URL, SVC_RUN_ID        the manager and the run to serve
   SVC_API_KEY_FILE                   file holding the runner token
   SVC_RUNNER_ID, SVC_ATTEMPT_ID, SVC_RUNNER_JOB_ID, SVC_JOB_NAME   who this runner is
-  SVC_JOB_DIR                        the job directory (default: the working directory)
+  SVC_JOB_DIR                        the job directory (default: the working directory); the
+                                     runner leaves its exit code there in exit-status.json
   SVC_SECRET_DIR, SVC_PROFILE, SVC_PROFILE_DIR   the provider profile's mounted Secret
   SVC_TOOL_CREDENTIALS               JSON: tool credentials and how they are projected
   SVC_BUNDLE_CREDENTIAL_DIR          credential for fetching resource bundles
@@ -52,6 +55,7 @@ for each runner Job (docs/operations.md). It reads:
   SVC_SESSION_ID, SVC_SESSION_PVC_NAME, SVC_SESSION_PVC_NAMESPACE, SVC_SESSION_PVC_MOUNT_PATH,
   SVC_AGENT_ROLLOUT_SUBDIR           the session volume and where the agent keeps its rollouts
   SVC_RUNNER_IDLE_EXIT_MS            close the run after this long without work (120000)
+  SVC_RUNNER_SINGLE_TURN             true: close the run after its one turn (a queue task's run)
   SVC_CODEX_BIN                      the agent binary (default: the installed @openai/codex)
   SVC_IMAGE, SVC_IMAGE_SUMMARY       the runner image and what it declares
   SVC_REQUIRED_TOOLS, SVC_SERVICE_TOOLS_DIR, SVC_WORK_READY_CACHE   tools checked before work
@@ -67,7 +71,23 @@ if (
     packageJson: new URL('../package.json', import.meta.url),
   })
 )
-  main().then(
-    (code) => process.exit(code),
-    () => process.exit(1),
-  );
+  main().then(exit, () => exit(1));
+
+/**
+ * Exit, leaving the code in the job directory first: a launcher that is not this process's
+ * parent (a restarted manager that adopted the job) cannot wait for it, and reads it there.
+ */
+function exit(code: number): never {
+  const jobDir = process.env['SVC_JOB_DIR'];
+  if (jobDir) {
+    try {
+      writeFileSync(
+        join(jobDir, EXIT_STATUS_FILE),
+        JSON.stringify({ exitCode: code, at: new Date().toISOString() }),
+      );
+    } catch {
+      // a read-only or vanished job directory: the launcher reports an unknown code
+    }
+  }
+  process.exit(code);
+}

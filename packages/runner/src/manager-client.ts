@@ -16,16 +16,18 @@ import {
 /**
  * The runner-facing API of the manager. Every call here is idempotent (event keys, same
  * status twice returns the current state), so connection failures and 5xx are retried with
- * backoff for up to about a minute: a manager restart does not lose a runner.
+ * backoff: up to about a minute until the run is claimed, then for as long as the lease would
+ * last (`keepLease`), at most a heartbeat interval apart. A manager restart or outage shorter
+ * than the lease does not lose a runner; a longer one ends it, and the run is replaced.
  */
 export class ManagerClient {
-  readonly api: ApiClient;
+  api: ApiClient;
   /** From the last granted claim; proves lease ownership on every fenced call. */
   #leaseToken: string | null = null;
 
   constructor(
-    baseUrl: string,
-    token: string | null,
+    private readonly baseUrl: string,
+    private readonly token: string | null,
     readonly runId: string,
   ) {
     this.api = new ApiClient({
@@ -33,6 +35,21 @@ export class ManagerClient {
       token,
       timeoutMs: 40_000,
       retry: { attempts: 12, baseDelayMs: 100, maxDelayMs: 10_000 },
+    });
+  }
+
+  /** From the claim on: retry each call while the lease it keeps would still be valid. */
+  keepLease(leaseTtlMs: number, heartbeatIntervalMs: number): void {
+    this.api = new ApiClient({
+      baseUrl: this.baseUrl,
+      token: this.token,
+      timeoutMs: 40_000,
+      retry: {
+        attempts: Number.MAX_SAFE_INTEGER,
+        baseDelayMs: 100,
+        maxDelayMs: Math.min(10_000, Math.max(250, heartbeatIntervalMs)),
+        budgetMs: leaseTtlMs,
+      },
     });
   }
 

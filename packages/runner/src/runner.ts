@@ -4,8 +4,10 @@ import {
   EVENT_NAMES,
   newId,
   Redactor,
+  OUTCOME_FAILURE_KINDS,
   type Command,
   type RunControlSignals,
+  type RunStatusBody,
 } from '@svc/contracts';
 import { checkWorkReady, DEFAULT_BASE_TOOLS, detectWorkReady } from './assembly/index.js';
 import type { RunnerConfig } from './config.js';
@@ -22,6 +24,7 @@ import {
   newActiveTurn,
   TurnOutcomeError,
   type ActiveTurn,
+  type TurnEnd,
   type TurnServices,
 } from './turns.js';
 
@@ -29,13 +32,14 @@ const VERSION = '0.1.0';
 const MAX_POLL_WAIT_MS = 20_000;
 const TERMINAL = new Set(['completed', 'failed', 'blocked', 'cancelled', 'expired']);
 
-type StopReason = 'idle' | 'run-terminal' | 'lease-lost' | 'blocked';
+type StopReason = 'idle' | 'served' | 'run-terminal' | 'lease-lost' | 'blocked';
 
 /**
  * The runner's lifecycle: register, claim (waiting out an old lease), smoke-check the image,
  * then serve the run's commands until it has been idle for `idleExitMs`: turns one at a time,
  * steers and interrupts against the active turn, cancels from control signals. On idle it
- * closes the run and exits 0.
+ * closes the run and exits 0. A single-turn run (a queue task's: no follow-up can come) is
+ * closed as soon as its turn ended, in that turn's outcome, so its capacity is free at once.
  */
 export class Runner {
   readonly redactor = new Redactor();
@@ -52,6 +56,10 @@ export class Runner {
   #lastWork = Date.now();
   #stop = new AbortController();
   #stopReason: StopReason | null = null;
+  /** Single-turn: how the last turn ended, until the run is closed in that outcome. */
+  #served: TurnEnd | null = null;
+  /** Ends the poll in flight early (a single-turn run's turn ended: close it now). */
+  #nudge = new AbortController();
 
   readonly log: RunnerLog;
 
@@ -113,6 +121,7 @@ export class Runner {
       }
       throw error;
     }
+    this.client.keepLease(registration.leaseTtlMs, registration.heartbeatIntervalMs);
     this.#sink = new EventSink(this.client, this.runnerId, this.config.attemptId ?? this.runnerId);
     this.#sink.push({
       category: 'system',
@@ -169,6 +178,11 @@ export class Runner {
     while (!this.#stop.signal.aborted) {
       const busy = this.#active !== null || this.#queue.length > 0;
       const idleFor = busy ? 0 : Date.now() - this.#lastWork;
+      const served = this.#served;
+      if (!busy && served) {
+        this.#served = null; // refused (a command came meanwhile): tried again after the next turn
+        if (await this.#closeRun(runOutcomeOf(served))) return;
+      }
       if (!busy && idleFor >= this.config.idleExitMs) {
         if (await this.#closeRun()) return;
       }
@@ -176,10 +190,17 @@ export class Runner {
         ? maxWaitMs
         : Math.max(0, Math.min(maxWaitMs, this.config.idleExitMs - idleFor));
       let page;
+      if (this.#nudge.signal.aborted) this.#nudge = new AbortController();
       try {
-        page = await this.client.poll(this.runnerId, this.#afterSeq, waitMs, this.#stop.signal);
+        page = await this.client.poll(
+          this.runnerId,
+          this.#afterSeq,
+          waitMs,
+          AbortSignal.any([this.#stop.signal, this.#nudge.signal]),
+        );
       } catch (error) {
         if (this.#stop.signal.aborted) return;
+        if (this.#nudge.signal.aborted) continue;
         if (error instanceof ApiError && error.failureKind === 'runner-lease-conflict')
           return this.#halt('lease-lost', error.message);
         const retired = tokenRetired(error);
@@ -267,6 +288,10 @@ export class Runner {
         }
       } finally {
         this.#active.markStarted(); // a steer waiting for this turn stops waiting
+        if (this.config.singleTurn && this.#active.reported) {
+          this.#served = this.#active.reported;
+          this.#nudge.abort();
+        }
         this.#active = null;
         this.#lastWork = Date.now();
       }
@@ -308,14 +333,19 @@ export class Runner {
     if (reason === 'lease-lost') this.#ctx?.agent?.killTree();
   }
 
-  /** Idle long enough: close the run. Refused while commands are unfinished (keep serving). */
-  async #closeRun(): Promise<boolean> {
+  /**
+   * Idle long enough, or a single-turn run served (`outcome`): close the run. Refused while
+   * commands are unfinished (keep serving).
+   */
+  async #closeRun(outcome?: Omit<RunStatusBody, 'runnerId'>): Promise<boolean> {
     await this.#sink.flush();
     try {
       await this.client.runStatus({
         runnerId: this.runnerId,
-        state: 'completed',
-        message: `runner idle for ${this.config.idleExitMs} ms`,
+        ...(outcome ?? {
+          state: 'completed',
+          message: `runner idle for ${this.config.idleExitMs} ms`,
+        }),
       });
     } catch (error) {
       if (error instanceof ApiError && error.failureKind === 'state-conflict') return false;
@@ -324,7 +354,7 @@ export class Runner {
       this.#ended(retired.message);
       return true;
     }
-    this.#stopReason = 'idle';
+    this.#stopReason = outcome ? 'served' : 'idle';
     return true;
   }
 
@@ -344,4 +374,22 @@ export class Runner {
     await this.#reportRun('failed', failureKind, message);
     return 1;
   }
+}
+
+/** A single-turn run ends as its turn did (a failure kind the run may carry, else backend-failed). */
+function runOutcomeOf(turn: TurnEnd): Omit<RunStatusBody, 'runnerId'> {
+  const message = `the run's turn ${turn.state}${turn.message ? `: ${turn.message}` : ''}`.slice(
+    0,
+    3900,
+  );
+  if (turn.state === 'completed') return { state: 'completed', message };
+  if (turn.state === 'cancelled') return { state: 'cancelled', failureKind: 'cancelled', message };
+  const kind = turn.failureKind ?? 'backend-failed';
+  return {
+    state: turn.state === 'blocked' ? 'blocked' : 'failed',
+    failureKind: (OUTCOME_FAILURE_KINDS as readonly string[]).includes(kind)
+      ? kind
+      : 'backend-failed',
+    message,
+  };
 }

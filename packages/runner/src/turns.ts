@@ -23,15 +23,23 @@ export interface ActiveTurn {
   command: Command;
   handle: TurnHandle | null;
   cancelRequested: boolean;
+  /** How the turn ended, as the manager recorded its report; null until then. */
+  reported: TurnEnd | null;
   /** Resolves once the turn has its handle, or ended without one. */
   started: Promise<void>;
   markStarted(): void;
 }
 
+export interface TurnEnd {
+  state: string;
+  failureKind: string | null;
+  message: string | null;
+}
+
 export function newActiveTurn(command: Command): ActiveTurn {
   let markStarted!: () => void;
   const started = new Promise<void>((r) => (markStarted = r));
-  return { command, handle: null, cancelRequested: false, started, markStarted };
+  return { command, handle: null, cancelRequested: false, reported: null, started, markStarted };
 }
 
 export interface TurnServices {
@@ -75,7 +83,13 @@ export async function executeTurn(s: TurnServices, active: ActiveTurn): Promise<
   const report = async (body: Omit<CommandStatusBody, 'runnerId'>) => {
     // The turn's last events ride with its terminal status, stored in one transaction, sent
     // as soon as the turn ends (no wait for the sink's batch timer).
-    await reportWithEvents(s, command.commandId, body);
+    const recorded = await reportWithEvents(s, command.commandId, body);
+    // As the manager recorded it: a turn cancelled meanwhile stays cancelled.
+    active.reported = {
+      state: recorded?.state ?? body.state,
+      failureKind: recorded ? recorded.failureKind : (body.failureKind ?? null),
+      message: recorded ? recorded.message : (body.message ?? null),
+    };
     await s.ctx
       .reportStorage(s.client, s.runnerId)
       .catch((error: unknown) =>
@@ -206,25 +220,27 @@ async function reportWithEvents(
   s: TurnServices,
   commandId: string,
   body: Omit<CommandStatusBody, 'runnerId'>,
-): Promise<void> {
+): Promise<Command | undefined> {
   const status = (events: CommandStatusBody['events'] = []) =>
     s.client.commandStatus(commandId, {
       runnerId: s.runnerId,
       ...body,
       ...(events.length > 0 ? { events } : {}),
     });
+  let recorded: Command | undefined;
   await s.sink.carry(async (events) => {
     try {
-      await status(events);
+      recorded = await status(events);
     } catch (error) {
       if (!(error instanceof ApiError) || error.status !== 400 || events.length === 0) throw error;
       s.log.warn('final events refused; reporting the status alone', {
         commandId,
         err: error.message,
       });
-      await status();
+      recorded = await status();
     }
   });
+  return recorded;
 }
 
 function statusOf(outcome: TurnOutcome): Omit<CommandStatusBody, 'runnerId'> {

@@ -77,3 +77,35 @@ export function killTagged(tag: string): ProcessInfo[] {
   }
   return alive;
 }
+
+/** A local job's directory in a path: `…/jobs/svc-v01-runner-<id>`. */
+export const JOB_DIR = /\/jobs\/(svc-v01-runner-[0-9a-z]+)(?:\/|$)/;
+
+/**
+ * The runner Jobs that have a live process of this test's tag now, by job name: every
+ * process whose environment names its job (`SVC_JOB_NAME`: the runner) or points into its
+ * job directory (`HOME`, `CODEX_HOME`: the agent and its shells). Counting jobs, not
+ * processes, stays right when a wrapper (a sandbox) stands between launcher and runner.
+ */
+export function liveRunnerJobs(tag: string): Map<string, number[]> {
+  const needle = `${TEST_TAG_VAR}=${tag}`;
+  const jobs = new Map<string, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+      if (state === 'Z' || state === 'X') continue;
+      const environ = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+      if (!environ.includes(needle)) continue;
+      const job =
+        environ.find((pair) => pair.startsWith('SVC_JOB_NAME='))?.slice(13) ??
+        environ.map((pair) => JOB_DIR.exec(pair)?.[1]).find((name) => name !== undefined);
+      if (job) jobs.set(job, [...(jobs.get(job) ?? []), pid]);
+    } catch {
+      // The process ended while we looked, or is not ours to read.
+    }
+  }
+  return jobs;
+}

@@ -27,6 +27,8 @@ export const EVENT_NAMES = {
   transportClosed: 'agent.transport-closed',
   turnStarted: 'turn.started',
   idleTimeout: 'turn.idle-timeout',
+  /** The manager: a runner's Job ended while it held the lease, which is released. */
+  runnerLost: 'runner.lost',
 } as const;
 
 export const EventEnvelope = Type.Object(

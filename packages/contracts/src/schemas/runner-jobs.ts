@@ -22,6 +22,13 @@ export const RUNNER_JOB_PHASES = [
 export type RunnerJobPhase = (typeof RUNNER_JOB_PHASES)[number];
 export const TERMINAL_JOB_PHASES: readonly RunnerJobPhase[] = ['succeeded', 'failed', 'cancelled'];
 
+/**
+ * The file a runner leaves in its job directory (`SVC_JOB_DIR`) as it exits: `{ exitCode, at }`.
+ * A launcher that is not the runner's parent (a restarted manager that adopted the job) learns
+ * how it ended from it.
+ */
+export const EXIT_STATUS_FILE = 'exit-status.json';
+
 /** `transientEnv` names and the per-value cap (DESIGN gap answers). */
 export const TRANSIENT_ENV_NAME = '^[A-Z_][A-Z0-9_]{0,127}$';
 export const TRANSIENT_ENV_MAX_VALUE_BYTES = 4096;

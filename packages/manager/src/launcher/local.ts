@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
@@ -6,6 +6,14 @@ import { dirname, join } from 'node:path';
 import type { Logger } from '../logging.js';
 import { workReadyCacheFile } from '../work-ready.js';
 import { endLocalJobs } from './local-cleanup.js';
+import {
+  exitStatusOf,
+  identityOf,
+  readIdentity,
+  stillRunning,
+  writeIdentity,
+  type ProcessIdentity,
+} from './local-identity.js';
 import { sandboxLayout, type LocalIsolation } from './local-sandbox.js';
 import { SANDBOX_PATHS } from './local-sandbox-args.js';
 import { runnerEnvironment } from './runner-env.js';
@@ -25,6 +33,8 @@ export interface LocalLauncherOptions {
   logger: Logger;
   /** Variables passed through from the manager's environment (PATH, test tags). */
   inherit: readonly string[];
+  /** How often the end of an adopted job (not our child: no exit event) is looked for. */
+  adoptedPollMs?: number;
   /** Each job's sandbox (local-sandbox.ts); absent: none, as with SVC_LOCAL_ISOLATION=off. */
   isolation?: LocalIsolation;
 }
@@ -32,24 +42,33 @@ export interface LocalLauncherOptions {
 const RUNNER_MISSING =
   'no runner is installed beside this manager (package @svc/runner); set SVC_RUNNER_ENTRY or use the Kubernetes launcher';
 
-interface Child {
-  process: ChildProcess;
+/** A job whose process this launcher follows: its own child, or one it adopted. */
+interface Job {
+  pid: number;
+  dir: string;
+  /** Set for an adopted job: the process it must still be before it is signalled. */
+  identity: ProcessIdentity | null;
   cancelled: boolean;
+  ending: boolean;
   exited: Promise<void>;
+  settle: () => void;
 }
 
 /**
- * The embedded launcher: each runner Job is a child process group of the manager host. Values
+ * The embedded launcher: each runner Job is a process group of the manager host. Values
  * (transientEnv, the manager token) go to files under the job's `secret/` directory, mode 0600,
  * readable only by the runner's user, and are deleted when the job ends; the environment and
- * every record carry names and paths only. Jobs do not outlive the manager: closing kills
- * them, and a restarted manager finds the previous one's jobs, stops them and marks them.
+ * every record carry names and paths only. Each job's directory records the process it runs
+ * as (pid, start time, boot: `runner-process.json`), so a manager restarted on the same data
+ * directory adopts the jobs of the one before, which kept running meanwhile, instead of
+ * killing them: their leases, turns and model calls go on. Closing the manager stops its jobs.
  */
 export class LocalLauncher implements Launcher {
   readonly kind = 'local' as const;
   readonly namespace = 'local';
-  readonly #children = new Map<string, Child>();
+  readonly #children = new Map<string, Job>();
   #listener: PhaseListener = () => Promise.resolve();
+  #watch: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: LocalLauncherOptions) {}
 
@@ -172,43 +191,62 @@ export class LocalLauncher implements Launcher {
     });
     await log.close();
     const pid = await spawned;
-    const entry: Child = { process: child, cancelled: false, exited: Promise.resolve() };
-    entry.exited = new Promise<void>((resolve) => {
-      child.once('exit', (code, signal) => {
-        const phase = entry.cancelled ? 'cancelled' : code === 0 ? 'succeeded' : 'failed';
-        // Secret material lives as long as the job: its leftovers and files go before the
-        // phase is recorded, so a terminal job never has any on disk.
-        endLocalJobs([paths.dir])
-          .catch((error: unknown) =>
-            this.options.logger.warn(
-              { jobName: spec.jobName, err: String(error) },
-              'removing a job’s secret material failed',
-            ),
-          )
-          .then(() => {
-            this.#children.delete(spec.jobName);
-            return this.#listener({
-              jobName: spec.jobName,
-              phase,
-              exitCode: code,
-              summary: {
-                exitCode: code,
-                signal,
-                ...(entry.cancelled ? { reason: 'cancelled' } : {}),
-              },
-            });
-          })
-          .catch((error: unknown) =>
-            this.options.logger.warn(
-              { jobName: spec.jobName, err: String(error) },
-              'recording a job phase failed',
-            ),
-          )
-          .finally(resolve);
-      });
+    const job = this.#follow(spec.jobName, paths.dir, pid, null);
+    child.once('exit', (code, signal) => {
+      const phase = job.cancelled ? 'cancelled' : code === 0 ? 'succeeded' : 'failed';
+      void this.#ended(spec.jobName, job, phase, code, { exitCode: code, signal });
     });
-    this.#children.set(spec.jobName, entry);
+    // Who the job is, for a manager that restarts while it runs (see start).
+    const identity = identityOf(pid);
+    if (identity)
+      await writeIdentity(paths.dir, identity).catch((error: unknown) =>
+        this.options.logger.warn(
+          { jobName: spec.jobName, err: String(error) },
+          'recording the job’s process failed; a restarted manager will not adopt it',
+        ),
+      );
     return { phase: 'running', logPath: paths.log, podIdentity: `local:${hostname()}:${pid}` };
+  }
+
+  #follow(jobName: string, dir: string, pid: number, identity: ProcessIdentity | null): Job {
+    let settle!: () => void;
+    const exited = new Promise<void>((resolve) => (settle = resolve));
+    const job: Job = { pid, dir, identity, cancelled: false, ending: false, exited, settle };
+    this.#children.set(jobName, job);
+    return job;
+  }
+
+  /**
+   * A job's process ended. Secret material lives as long as the job: its leftovers and files
+   * go before the phase is recorded, so a terminal job never has any on disk.
+   */
+  async #ended(
+    jobName: string,
+    job: Job,
+    phase: 'succeeded' | 'failed' | 'cancelled',
+    exitCode: number | null,
+    summary: Record<string, unknown>,
+  ): Promise<void> {
+    job.ending = true;
+    try {
+      await endLocalJobs([job.dir]).catch((error: unknown) =>
+        this.options.logger.warn(
+          { jobName, err: String(error) },
+          'removing a job’s secret material failed',
+        ),
+      );
+      this.#children.delete(jobName);
+      await this.#listener({
+        jobName,
+        phase,
+        exitCode,
+        summary: { ...summary, ...(job.cancelled ? { reason: 'cancelled' } : {}) },
+      });
+    } catch (error) {
+      this.options.logger.warn({ jobName, err: String(error) }, 'recording a job phase failed');
+    } finally {
+      job.settle();
+    }
   }
 
   async transientEnvOf(jobName: string): Promise<Array<{ name: string; value: string }>> {
@@ -217,48 +255,90 @@ export class LocalLauncher implements Launcher {
   }
 
   async cancel(jobName: string, graceMs = this.options.killGraceMs): Promise<void> {
-    const child = this.#children.get(jobName);
-    if (!child?.process.pid) return;
-    child.cancelled = true;
-    killGroup(child.process.pid, 'SIGTERM');
-    const timer = setTimeout(() => killGroup(child.process.pid!, 'SIGKILL'), graceMs);
-    await child.exited;
+    const job = this.#children.get(jobName);
+    if (!job) return;
+    job.cancelled = true;
+    // An adopted job is signalled only while its pid is still that process (pids are reused).
+    const kill = (signal: NodeJS.Signals) => {
+      if (!job.identity || stillRunning(job.identity)) killGroup(job.pid, signal);
+    };
+    kill('SIGTERM');
+    const timer = setTimeout(() => kill('SIGKILL'), graceMs);
+    await job.exited;
     clearTimeout(timer);
   }
 
+  /**
+   * Begin reporting phases. `active` are the jobs the store believes alive: those of an
+   * earlier manager process on this data directory whose process still runs (the one its
+   * directory names) are adopted and followed to their end; the others ended while no manager
+   * watched, and are reported so, their leftovers and secret material removed first. A live
+   * job with no directory here is another local manager's (another data directory, the same
+   * database): not ours to follow.
+   */
   async start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
     this.#listener = listener;
-    // Jobs do not outlive a manager: whatever an earlier one left (jobs that ended or were
-    // killed while it was down) loses its processes and secret material before we serve.
-    const stopped: Array<{ job: ActiveJob; alive: boolean }> = [];
+    const gone: Array<{ job: ActiveJob; exitCode: number | null }> = [];
     for (const job of active) {
       if (this.#children.has(job.jobName)) continue;
-      // A job of an earlier manager process: stop it if it still runs, and say what happened.
-      const pid = Number(job.podIdentity?.split(':').at(-1));
-      const alive = Number.isInteger(pid) && pid > 0 && isOurRunner(pid, job.jobName);
-      // A live job with no directory under this jobs root was started by another local manager
-      // on the same database (another data directory): it is that manager's to stop, not ours.
-      if (alive && !existsSync(this.#paths(job).dir)) continue;
-      if (alive) killGroup(pid, 'SIGKILL');
-      stopped.push({ job, alive });
+      const dir = this.#paths(job).dir;
+      const identity = readIdentity(dir) ?? earlierIdentity(job);
+      const alive = identity !== null && stillRunning(identity);
+      if (alive && existsSync(dir)) {
+        this.#follow(job.jobName, dir, identity.pid, identity);
+        this.options.logger.info(
+          { jobName: job.jobName, pid: identity.pid, previousManager: job.managerInstance },
+          'adopted a runner job of an earlier manager process',
+        );
+      } else if (!alive) gone.push({ job, exitCode: exitStatusOf(dir) });
     }
     const dirs = (await readdir(this.options.jobsRoot).catch(() => [] as string[]))
       .filter((name) => !this.#children.has(name))
       .map((name) => join(this.options.jobsRoot, name));
     await endLocalJobs(dirs);
-    for (const { job, alive } of stopped) {
+    if ([...this.#children.values()].some((j) => j.identity)) this.#watchAdopted();
+    for (const { job, exitCode } of gone) {
       await listener({
         jobName: job.jobName,
-        phase: 'failed',
-        exitCode: null,
+        phase: exitCode === 0 ? 'succeeded' : 'failed',
+        exitCode,
         summary: {
-          reason: 'orphaned-by-manager-restart',
-          orphaned: true,
-          stopped: alive,
+          reason: 'ended-while-manager-down',
+          exitCode,
+          message:
+            exitCode === null
+              ? 'the runner ended while no manager watched it, leaving no exit code (killed, or its host restarted)'
+              : `the runner exited with code ${exitCode} while no manager watched it`,
           previousManager: job.managerInstance,
         },
       });
     }
+  }
+
+  /** Adopted jobs are not our children: their end is looked for in /proc at an interval. */
+  #watchAdopted(): void {
+    if (this.#watch) return;
+    this.#watch = setInterval(() => {
+      const adopted = [...this.#children].filter(([, job]) => job.identity && !job.ending);
+      for (const [jobName, job] of adopted) {
+        if (stillRunning(job.identity!)) continue;
+        const exitCode = exitStatusOf(job.dir);
+        const phase = job.cancelled ? 'cancelled' : exitCode === 0 ? 'succeeded' : 'failed';
+        void this.#ended(jobName, job, phase, exitCode, {
+          exitCode,
+          signal: null,
+          adopted: true,
+          ...(exitCode === null
+            ? { message: 'the runner ended without leaving its exit code' }
+            : {}),
+        });
+      }
+      if (![...this.#children.values()].some((job) => job.identity && !job.ending)) {
+        clearInterval(this.#watch);
+        this.#watch = undefined;
+      }
+    }, this.options.adoptedPollMs ?? 500);
+    this.#watch.unref();
   }
 
   isolationReport(): Record<string, unknown> {
@@ -267,6 +347,8 @@ export class LocalLauncher implements Launcher {
 
   async close(): Promise<void> {
     await Promise.all([...this.#children.keys()].map((jobName) => this.cancel(jobName, 2000)));
+    clearInterval(this.#watch);
+    this.#watch = undefined;
   }
 }
 
@@ -278,13 +360,17 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-/** Only kill a pid that is really this job's runner (pids are reused). */
-function isOurRunner(pid: number, jobName: string): boolean {
+/**
+ * A job launched before job directories recorded their process: its pod identity's pid, if
+ * that process is really this job's runner (its environment names the job; pids are reused).
+ */
+function earlierIdentity(job: ActiveJob): ProcessIdentity | null {
+  const pid = Number(job.podIdentity?.split(':').at(-1));
+  if (!Number.isInteger(pid) || pid <= 0) return null;
   try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1')
-      .split('\0')
-      .includes(`SVC_JOB_NAME=${jobName}`);
+    const environ = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+    return environ.includes(`SVC_JOB_NAME=${job.jobName}`) ? identityOf(pid) : null;
   } catch {
-    return false;
+    return null;
   }
 }

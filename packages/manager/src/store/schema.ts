@@ -22,6 +22,8 @@ export interface RunsTable {
   session_ref: Json | null;
   session_id: string | null;
   metadata: Json;
+  /** The queue task whose work this run is (an attempt's or its judge's run; 0020). */
+  queue_task_id: string | null;
   state: string;
   failure_kind: string | null;
   message: string | null;

@@ -60,13 +60,19 @@ export async function launchAttempt(
         { volumes: deps.volumes },
         { sessionId, backendProfile: prepared.profile, runBase: prepared.runBase },
       );
-    const sent = await sendToSession(ctx, { runnerJobs: deps.runnerJobs }, sessionId, {
-      payload: prepared.payload,
-      backendProfile: prepared.profile,
-      runBase: attemptRunBase(prepared, task, attempt),
-      runnerJob: { ...(body.runnerJob ?? {}), attemptId: attempt.attempt_id },
-      idempotencyKey: attempt.attempt_id,
-    });
+    const sent = await sendToSession(
+      ctx,
+      { runnerJobs: deps.runnerJobs },
+      sessionId,
+      {
+        payload: prepared.payload,
+        backendProfile: prepared.profile,
+        runBase: attemptRunBase(prepared, task, attempt),
+        runnerJob: { ...(body.runnerJob ?? {}), attemptId: attempt.attempt_id },
+        idempotencyKey: attempt.attempt_id,
+      },
+      { queueTaskId: task.task_id },
+    );
     return await recordLaunch(ctx, deps, task.task_id, attempt, sent);
   } catch (error) {
     await recordFailure(ctx, task.task_id, attempt, error);

@@ -3,12 +3,10 @@ import {
   newId,
   payloadHash,
   ServiceError,
-  TERMINAL_JOB_PHASES,
   type ExecutionPolicy,
   type RunnerJob,
   type RunnerJobCreateBody,
   type RunnerJobList,
-  type RunnerJobPhase,
   type SecretRefRecord,
   SECRET_NAMESPACE,
   type WorkReadySummary,
@@ -25,10 +23,11 @@ import { getRunRow, isTerminalRun, lockRunOrThrow } from '../runs/runs.js';
 import type { ImagePolicy } from './images.js';
 import { checkJobOverrides } from './overrides.js';
 import { pollingPaths, toRunnerJob, type RunnerJobRow } from './records.js';
-import { failUnclaimedCommand } from './unclaimed.js';
 import { forgetTransientEnv, maskTransientEnv } from './masks.js';
 import { hashedEntries, platformEndpointDefaults, transientEnvSummary } from './transient-env.js';
 import { runnerJobsFailed } from '../../metrics/registry.js';
+import { isUniqueViolation } from '../../store/errors.js';
+import { answerLive, liveJobOf } from './live.js';
 
 export interface RunnerJobDeps {
   launcher: Launcher;
@@ -73,50 +72,63 @@ export async function createRunnerJob(
   await ctx.hooks.checkRunStorage?.(runId);
   if (body.dryRun) return { job: await dryRun(ctx, deps, runId, body, image), created: false };
 
-  const outcome = await ctx.db.transaction().execute(async (trx) => {
-    const run = await lockRunOrThrow(trx, runId);
-    if (body.idempotencyKey) {
-      const existing = await trx
-        .selectFrom('runner_jobs')
-        .selectAll()
-        .where('run_id', '=', runId)
-        .where('idempotency_key', '=', body.idempotencyKey)
-        .executeTakeFirst();
-      if (existing) {
-        if (existing.payload_hash !== hash) {
-          throw new ServiceError(
-            'idempotency-conflict',
-            `idempotency key ${body.idempotencyKey} was used with a different runner job request`,
-            {
-              runnerJobId: existing.runner_job_id,
-              attemptId: existing.attempt_id,
-            },
-          );
+  const write = () =>
+    ctx.db.transaction().execute(async (trx) => {
+      const run = await lockRunOrThrow(trx, runId);
+      if (body.idempotencyKey) {
+        const existing = await trx
+          .selectFrom('runner_jobs')
+          .selectAll()
+          .where('run_id', '=', runId)
+          .where('idempotency_key', '=', body.idempotencyKey)
+          .executeTakeFirst();
+        if (existing) {
+          if (existing.payload_hash !== hash) {
+            throw new ServiceError(
+              'idempotency-conflict',
+              `idempotency key ${body.idempotencyKey} was used with a different runner job request`,
+              {
+                runnerJobId: existing.runner_job_id,
+                attemptId: existing.attempt_id,
+              },
+            );
+          }
+          return { run, row: existing, spec: null };
         }
-        return { run, row: existing, spec: null };
       }
-    }
-    const prepared = await prepare(ctx, trx, deps, run, body, image);
-    await ctx.hooks.beforeRunnerJob?.(trx, run);
-    if (body.attemptId) {
-      const taken = await trx
-        .selectFrom('runner_jobs')
-        .select('runner_job_id')
-        .where('attempt_id', '=', body.attemptId)
-        .executeTakeFirst();
-      if (taken)
-        throw new ServiceError(
-          'state-conflict',
-          `attempt ${body.attemptId} already has runner job ${taken.runner_job_id}`,
-        );
-    }
-    const row = await trx
-      .insertInto('runner_jobs')
-      .values(jobRowOf(ctx, deps, prepared.spec, body, hash))
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    return { run, row, spec: prepared.spec };
-  });
+      const prepared = await prepare(ctx, trx, deps, run, body, image);
+      await ctx.hooks.beforeRunnerJob?.(trx, run);
+      if (body.attemptId) {
+        const taken = await trx
+          .selectFrom('runner_jobs')
+          .select('runner_job_id')
+          .where('attempt_id', '=', body.attemptId)
+          .executeTakeFirst();
+        if (taken)
+          throw new ServiceError(
+            'state-conflict',
+            `attempt ${body.attemptId} already has runner job ${taken.runner_job_id}`,
+          );
+      }
+      // One live runner Job per command (the run's row lock orders concurrent creates; a
+      // partial unique index backs it): a second create starts nothing.
+      const live = await liveJobOf(trx, body.commandId);
+      if (live) return { run, row: answerLive(live, body, hash), spec: null };
+      const row = await trx
+        .insertInto('runner_jobs')
+        .values(jobRowOf(ctx, deps, prepared.spec, body, hash))
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { run, row, spec: prepared.spec };
+    });
+  let outcome;
+  try {
+    outcome = await write();
+  } catch (error) {
+    // A writer that does not take the run's lock lost the race to the index: answer its job.
+    if (!isUniqueViolation(error, 'runner_jobs_live_command_idx')) throw error;
+    outcome = await write();
+  }
 
   if (!outcome.spec)
     return { job: toRunnerJob(outcome.row, extraOf(outcome.run, deps)), created: false };
@@ -251,7 +263,12 @@ export function jobSpecOf(
     timeoutMs:
       (run.execution_policy as { timeoutMs?: number } | null)?.timeoutMs ??
       ctx.config.policy.defaultTimeoutMs,
-    runnerEnv: deps.runnerEnv(),
+    runnerEnv: {
+      ...deps.runnerEnv(),
+      // A queue task's run gets no follow-up turn: its runner closes it once the turn ended
+      // and exits, so the task's capacity is free as soon as its work is done.
+      ...(run.queue_task_id ? { SVC_RUNNER_SINGLE_TURN: 'true' } : {}),
+    },
   };
 }
 
@@ -417,65 +434,4 @@ export async function listRunnerJobs(
   if (commandId) query = query.where('command_id', '=', commandId);
   const rows = await query.orderBy('created_at').limit(200).execute();
   return { runId, runnerJobs: rows.map((row) => toRunnerJob(row, extraOf(run, deps))) };
-}
-
-/**
- * A cancelled run's runners stop by themselves when they see the cancel; one that does not
- * (hung, partitioned) is stopped by its launcher after the grace period.
- */
-export function stopJobsOfCancelledRun(
-  ctx: Pick<Ctx, 'db' | 'logger'>,
-  launcher: Launcher,
-  runId: string,
-  graceMs: number,
-): void {
-  const timer = setTimeout(() => {
-    void (async () => {
-      const active = await ctx.db
-        .selectFrom('runner_jobs')
-        .select('job_name')
-        .where('run_id', '=', runId)
-        .where('phase', 'in', ['pending', 'starting', 'running'])
-        .execute();
-      for (const { job_name } of active) await launcher.cancel(job_name);
-    })().catch((error: unknown) =>
-      ctx.logger.warn({ runId, err: String(error) }, 'stopping the jobs of a cancelled run failed'),
-    );
-  }, graceMs);
-  timer.unref();
-}
-
-/**
- * A launcher reports a phase change: terminal phases are final. A job that ended before its
- * runner claimed the run fails its command at once (see unclaimed.ts).
- */
-export async function recordPhase(
-  ctx: Ctx,
-  update: {
-    jobName: string;
-    phase: RunnerJobPhase;
-    exitCode?: number | null;
-    summary?: Record<string, unknown>;
-  },
-): Promise<void> {
-  const terminal = (TERMINAL_JOB_PHASES as readonly string[]).includes(update.phase);
-  const row = await ctx.db
-    .updateTable('runner_jobs')
-    .set({
-      phase: update.phase,
-      ...(update.exitCode !== undefined ? { exit_code: update.exitCode } : {}),
-      ...(update.summary ? { terminal_summary: json(update.summary) } : {}),
-      ...(terminal ? { finished_at: sql`now()` } : {}),
-      updated_at: sql`now()`,
-    } as never)
-    .where('job_name', '=', update.jobName)
-    .where('phase', 'not in', TERMINAL_JOB_PHASES as RunnerJobPhase[])
-    .returningAll()
-    .executeTakeFirst();
-  if (row && terminal) {
-    // Counted by the replica whose update recorded it: once across replicas.
-    if (update.phase === 'failed') runnerJobsFailed.inc({ stage: 'run' });
-    forgetTransientEnv(ctx.redactor, row.runner_job_id);
-    await failUnclaimedCommand(ctx, row);
-  }
 }

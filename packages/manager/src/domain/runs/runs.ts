@@ -32,12 +32,22 @@ export function checkRunRules(ctx: Ctx, body: RunCreateBody, profile: string): v
   checkRunSources(body, ctx.config.repoUrlPrefixes);
 }
 
+/**
+ * What the service itself says of a new run, never taken from a request: the queue task whose
+ * work it is (an attempt's or a judge's run), whose capacity its runner Jobs take and whose
+ * runner serves one turn and closes the run.
+ */
+export interface RunOrigin {
+  queueTaskId?: string | null;
+}
+
 /** A new run's record, `pending`, its execution policy completed (rules checked by the caller). */
 export function runRowOf(
   ctx: Ctx,
   body: RunCreateBody,
   profile: string,
   sessionRef: SessionRef | null,
+  origin: RunOrigin = {},
 ): Insertable<RunsTable> {
   return {
     run_id: newId('run'),
@@ -54,12 +64,17 @@ export function runRowOf(
     session_ref: sessionRef ? json(sessionRef) : null,
     session_id: sessionRef?.sessionId ?? null,
     metadata: json(body.metadata ?? {}),
+    queue_task_id: origin.queueTaskId ?? null,
     state: 'pending',
   };
 }
 
 /** Validate every rule of a new run, then persist it as `pending`. */
-export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
+export async function createRun(
+  ctx: Ctx,
+  body: RunCreateBody,
+  origin: RunOrigin = {},
+): Promise<Run> {
   const profile = resolveProfile(body);
   checkRunRules(ctx, body, profile);
   await ctx.hooks.assertProfileUsable(profile);
@@ -68,7 +83,7 @@ export async function createRun(ctx: Ctx, body: RunCreateBody): Promise<Run> {
       ? await ctx.hooks.completeSessionRef(body.sessionRef, profile)
       : (body.sessionRef ?? null);
 
-  const row = await insertRun(ctx.db, runRowOf(ctx, body, profile, sessionRef));
+  const row = await insertRun(ctx.db, runRowOf(ctx, body, profile, sessionRef, origin));
   runsCreated.inc();
   if (row.session_id) dispatchScope()?.noteRun(row.run_id, row.session_id);
   return toRun({ ...row, ...NO_FACTS }, new Date());

@@ -5,9 +5,12 @@ import type { Executor, Tx } from '../../store/runs.js';
 import { PREPARED } from '../../store/prepared.js';
 
 /**
- * Capacity is counted in the database, from open attempts (`dispatched` or `running`), so
- * every replica and a manual dispatch see the same numbers. Decisions that take capacity hold
- * one transaction-scoped advisory lock: two replicas never both take the last slot.
+ * Capacity is a bound on live runners, counted in the database so every replica and a manual
+ * dispatch see the same numbers. A task holds a slot for each live runner Job of its runs (its
+ * attempts' and its judge's, `runs.queue_task_id`, until the launcher reports the Job ended),
+ * and one for each piece of its open work still without a Job (see `capacityCtes`). A slot is
+ * freed when the runner has ended, not when its command did. Decisions that take capacity
+ * hold one transaction-scoped advisory lock: two replicas never both take the last slot.
  */
 const CAPACITY_LOCK = 0x5c4ed001;
 
@@ -41,21 +44,50 @@ export interface Limits {
   queues: Record<string, number>;
 }
 
-/** The capacity columns of a statement, as JSON: stored per-queue limits and attempts in use. */
+/** The capacity columns of a statement, as JSON: stored per-queue limits and slots in use. */
 export interface CapacityColumns {
   capacity_queues: Array<{ queue: string; max: number }>;
   capacity_used: Array<{ tenant: string; profile: string; queue: string; n: number }>;
 }
 
 /**
- * CTEs `used` (open attempts per tenant, profile and queue) and `capacity` (one row: the
- * `CapacityColumns`, and `room`, how many attempts fit under the global limit, at most a batch).
+ * CTEs `used` (slots held per tenant, profile and queue: see above) and `capacity` (one row:
+ * the `CapacityColumns`, and `room`, how many attempts fit under the global limit, at most a
+ * batch). A slot is a live runner Job of a task's run, or a piece of a task's open work that
+ * has no live Job of its own: an open attempt (none launched yet, or its runner lost), a judge
+ * run requested but not yet launched, a completed attempt whose judge has not been requested.
+ * A task's earlier attempt whose runner still lives holds its own slot beside a retry.
  */
 export const capacityCtes = (settings: SchedulerSettings, batch: number) => sql`
+  live_jobs AS (
+    SELECT j.run_id, j.attempt_id, r.queue_task_id AS task_id,
+      r.metadata->>'judgeRunId' AS judge_run_id
+    FROM runner_jobs j JOIN runs r ON r.run_id = j.run_id
+    WHERE j.phase IN ('pending', 'starting', 'running') AND r.queue_task_id IS NOT NULL
+  ),
+  held AS (
+    SELECT task_id FROM live_jobs
+    UNION ALL
+    SELECT a.task_id FROM queue_attempts a
+    WHERE a.state IN ('dispatched', 'running')
+      -- Two anti-joins, each on one key (hashable): the Job launched for the attempt, or a
+      -- replacement on its run.
+      AND NOT EXISTS (SELECT 1 FROM live_jobs l WHERE l.attempt_id = a.attempt_id)
+      AND NOT EXISTS (SELECT 1 FROM live_jobs l WHERE l.run_id = a.run_id)
+    UNION ALL
+    SELECT jr.task_id FROM queue_judge_runs jr
+    WHERE jr.state = 'requested' AND jr.run_id IS NULL AND NOT EXISTS (
+      SELECT 1 FROM live_jobs l WHERE l.judge_run_id = jr.judge_run_id)
+    UNION ALL
+    SELECT t.task_id FROM queue_tasks t
+    JOIN queue_attempts a ON a.attempt_id = t.latest_attempt_id
+    WHERE t.state = 'running' AND t.judge IS NOT NULL AND a.state = 'completed'
+      AND NOT EXISTS (SELECT 1 FROM queue_judge_runs jr WHERE jr.attempt_id = a.attempt_id)
+      AND NOT EXISTS (SELECT 1 FROM live_jobs l WHERE l.run_id = a.run_id)
+  ),
   used AS (
     SELECT t.tenant_id, t.backend_profile, t.queue, count(*)::int AS n
-    FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
-    WHERE a.state IN ('dispatched', 'running')
+    FROM held h JOIN queue_tasks t ON t.task_id = h.task_id
     GROUP BY t.tenant_id, t.backend_profile, t.queue
   ),
   capacity AS (
@@ -82,7 +114,7 @@ export function capacityOf(
 }
 
 /**
- * The limits in force and the attempts that hold capacity, in one statement (one round trip
+ * The limits in force and the slots held (live runners), in one statement (one round trip
  * under the capacity lock). Per-queue limits stored in the database override configuration.
  */
 export async function readCapacity(
@@ -132,7 +164,7 @@ export async function assertCapacity(trx: Tx, settings: SchedulerSettings, slot:
   if (blocked)
     throw new ServiceError(
       'capacity-exhausted',
-      `${blocked.scope}${blocked.name ? ` ${blocked.name}` : ''} runs ${blocked.inUse} of ${blocked.limit} attempts; dispatch again when one ends`,
+      `${blocked.scope}${blocked.name ? ` ${blocked.name}` : ''} has ${blocked.inUse} of ${blocked.limit} runners live; dispatch again when one has ended`,
       { ...blocked },
     );
 }

@@ -106,15 +106,22 @@ async function startJudges(ctx: Ctx, deps: QueueDeps): Promise<void> {
           runBase,
         },
       );
-      const sent = await sendToSession(ctx, { runnerJobs: deps.runnerJobs }, sessionId, {
-        payload: { prompt },
-        backendProfile: judge.backendProfile,
-        runBase: {
-          ...runBase,
-          metadata: { ...runBase.metadata, queueTaskId: task.task_id, judgeRunId },
+      const sent = await sendToSession(
+        ctx,
+        { runnerJobs: deps.runnerJobs },
+        sessionId,
+        {
+          payload: { prompt },
+          backendProfile: judge.backendProfile,
+          runBase: {
+            ...runBase,
+            metadata: { ...runBase.metadata, queueTaskId: task.task_id, judgeRunId },
+          },
+          idempotencyKey: judgeRunId,
         },
-        idempotencyKey: judgeRunId,
-      });
+        // The judge is its task's work: it takes the task's capacity, one turn.
+        { queueTaskId: task.task_id },
+      );
       await ctx.db
         .updateTable('queue_judge_runs')
         .set({

@@ -126,6 +126,7 @@ function buildRecords(ctx: Ctx, fresh: FreshAttempt, volume: SessionVolume): Bui
     { ...runBase, backendProfile: profile, traceSink: null },
     profile,
     sessionRef,
+    { queueTaskId: task.task_id },
   );
   const command = commandRowOf(
     ctx,

@@ -15,7 +15,7 @@ import { trustedClaim } from '../dispatch-scope.js';
 import { resolveProfile } from '../runs/run-policy.js';
 import { checkJobOverrides, toolsOf } from '../runner-jobs/overrides.js';
 import { createRunnerJob, type RunnerJobDeps } from '../runner-jobs/runner-jobs.js';
-import { createRun } from '../runs/runs.js';
+import { createRun, type RunOrigin } from '../runs/runs.js';
 import { sessionPath, type SessionRow } from './records.js';
 import { getSessionRow } from './sessions.js';
 
@@ -82,6 +82,7 @@ export async function sendToSession(
   deps: SendDeps,
   sessionId: string,
   body: SendBody,
+  origin: RunOrigin = {},
 ): Promise<SendResponse> {
   const row = await getSessionRow(ctx.db, sessionId);
   const payload = {
@@ -215,15 +216,19 @@ export async function sendToSession(
       .where('session_id', '=', sessionId)
       .execute();
   }
-  const run = await createRun(ctx, {
-    ...(runBase as Parameters<typeof createRun>[1]),
-    backendProfile: profile,
-    traceSink: (runBase['traceSink'] as null | undefined) ?? null,
-    sessionRef: {
-      sessionId,
-      ...(row.conversation_id ? { conversationId: row.conversation_id } : {}),
+  const run = await createRun(
+    ctx,
+    {
+      ...(runBase as Parameters<typeof createRun>[1]),
+      backendProfile: profile,
+      traceSink: (runBase['traceSink'] as null | undefined) ?? null,
+      sessionRef: {
+        sessionId,
+        ...(row.conversation_id ? { conversationId: row.conversation_id } : {}),
+      },
     },
-  });
+    origin,
+  );
   const { command } = await createCommand(
     ctx,
     run.runId,

@@ -15,6 +15,7 @@ import * as finishFunction from './0016-finish-function.js';
 import * as createFunction from './0017-create-function.js';
 import * as commanderFunction from './0018-commander-function.js';
 import * as eventsWatch from './0019-events-watch.js';
+import * as liveRunnerJobs from './0020-live-runner-jobs.js';
 import * as runActivity from './0023-run-activity.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
@@ -35,6 +36,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0017-create-function': createFunction,
   '0018-commander-function': commanderFunction,
   '0019-events-watch': eventsWatch,
+  '0020-live-runner-jobs': liveRunnerJobs,
   '0023-run-activity': runActivity,
 };
 
