@@ -73,8 +73,13 @@ export interface DrainSteps {
  * 2. every long-poll and event stream, open or accepted meanwhile, is answered with its current
  *    state at the end of the delay at the latest (a wait is capped at the time left), so no
  *    client wait outlives the drain whatever its own cap;
- * 3. then idle keep-alive connections are closed, the process waits for the requests in
- *    flight (bounded by the timeout) and closes.
+ * 3. then the process waits, bounded by the timeout, until every connection has gone: one
+ *    that carries a request is answered with `Connection: close`, and an idle keep-alive
+ *    connection is left to the server's own keep-alive timeout, the one its responses
+ *    advertised (`Keep-Alive: timeout=…`). A client stops reusing a connection before that
+ *    advertised time, so none sends a request on a connection as the server closes it; closing
+ *    idle connections any earlier races a client's next request on them (a transport error).
+ *    Only what is left at the timeout is closed.
  */
 export async function drainReplica(steps: DrainSteps): Promise<void> {
   const { state, wakeups, logger } = steps;
@@ -85,10 +90,21 @@ export async function drainReplica(steps: DrainSteps): Promise<void> {
   await steps.stopWork();
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, releaseAt - Date.now())));
   wakeups.releaseAll();
-  // A connection that has carried no request since the drain began gets no `Connection: close`
-  // answer to leave by: closed now, while it is idle, rather than under a request at close.
-  steps.server.closeIdleConnections();
+  const deadline = Date.now() + steps.timeoutMs;
   await state.idle(steps.timeoutMs);
-  logger.info({ inFlight: state.inFlight }, 'drained: closing');
+  const left = await connectionsGone(steps.server, deadline);
+  logger.info({ inFlight: state.inFlight, connections: left }, 'drained: closing');
   await steps.close();
+}
+
+/** Resolves with the connections still open once none is, or at the deadline. */
+async function connectionsGone(server: Server, deadline: number): Promise<number> {
+  const count = () =>
+    new Promise<number>((resolve) => server.getConnections((error, n) => resolve(error ? 0 : n)));
+  let open = await count();
+  while (open > 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(100, deadline - Date.now())));
+    open = await count();
+  }
+  return open;
 }
