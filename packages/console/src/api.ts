@@ -25,30 +25,12 @@ import type {
 
 export type { Command, EventEnvelope, ResultEnvelope, Session };
 
-/**
- * What a run is doing and how its last command ended, as the manager reports them once the
- * run-state work lands (optional until then: the views fall back on the run's state).
- */
-export type RunActivity = 'waiting-runner' | 'turn-active' | 'idle' | 'closed';
-export interface LastCommand {
-  commandId: string;
-  type: string;
-  state: string;
-  failureKind: string | null;
-  message: string | null;
-  endedAt: string | null;
-}
-export type Run = RunRecord & { activity?: RunActivity; lastCommand?: LastCommand | null };
-
-/** Why a task waits (capacity, backoff, run-after, blocked, session busy, paused, …). */
-export interface TaskWaiting {
-  reason: string;
-  message: string;
-  until: string | null;
-  limit: { scope: string; key: string; limit: number; used: number } | null;
-}
-export type Task = TaskRecord & { waiting?: TaskWaiting | null };
-export type TaskSummary = TaskSummaryRecord & { waiting?: TaskWaiting | null };
+/** A run with what it is doing (`activity`) and how its latest turn ended (`lastCommand`). */
+export type Run = RunRecord;
+export type { RunActivity, LastCommand, TaskWaiting } from '@svc/contracts';
+/** A task, and a page's task summary, with why it waits (`waiting`). */
+export type Task = TaskRecord;
+export type TaskSummary = TaskSummaryRecord;
 
 export interface RunFilters {
   tenantId?: string;

@@ -99,9 +99,11 @@ describe('the web console in a real browser', { concurrency: false }, () => {
         assert.match(text, /\d+(\.\d)? s|\dm \d\ds/, 'a duration');
         const refused = await page.locator(`tr[data-run-id="${seeded.refused.runId}"]`).innerText();
         assert.match(refused, /Summarize the open issues\./);
-        // The outcome the manager reports: the last command's where it says, else the run's.
+        // The turn the provider refused: its outcome and failure kind, as the manager reports.
         const run = (await rig.e.t.api('GET', `/api/v1/runs/${seeded.refused.runId}`)).body;
-        assert.match(refused, new RegExp(run.lastCommand?.state ?? run.state));
+        assert.equal(run.lastCommand.state, 'failed');
+        assert.match(refused, /failed/);
+        assert.match(refused, new RegExp(run.lastCommand.failureKind));
         const pending = await page.locator(`tr[data-run-id="${seeded.pending.runId}"]`).innerText();
         assert.match(pending, /Review the release notes/);
         assert.match(pending, /pending/);

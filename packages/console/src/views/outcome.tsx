@@ -1,5 +1,5 @@
-// A run's activity and last outcome, read from what the manager reports (`activity`,
-// `lastCommand`) and, from a manager that does not report them yet, from the run's state.
+// A run's activity and last outcome, as the manager reports them (`activity`, `lastCommand`);
+// a run closed before any turn reads its own outcome.
 import type { Run } from '../api.js';
 import { StateBadge } from '../ui.js';
 
@@ -11,7 +11,7 @@ export function RunState({ run }: { run: Run }) {
   return (
     <span class="run-state">
       <StateBadge state={run.state} />
-      {run.activity && run.activity !== 'closed' && (
+      {run.activity !== 'closed' && (
         <>
           {' '}
           <StateBadge state={run.activity} />

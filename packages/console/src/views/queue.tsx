@@ -82,7 +82,7 @@ export function QueueView({ query }: { query: URLSearchParams }) {
                 <li key={item.task.taskId}>
                   <StateBadge state={item.reason} />{' '}
                   <a href={`/tasks/${item.task.taskId}`}>{item.task.title}</a>{' '}
-                  <Waiting waiting={(item.task as TaskSummary).waiting} />
+                  <Waiting waiting={item.task.waiting} />
                 </li>
               ))}
             </ul>

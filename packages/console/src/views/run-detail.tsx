@@ -23,7 +23,6 @@ import { Outcome, RunState, TERMINAL_RUN } from './outcome.js';
 import { Timeline } from './timeline.js';
 
 const REFRESH_MS = 2000;
-const RUNNER_HOLDS = new Set(['delivered', 'confirmed']);
 
 /** The queue task a run serves, as the queue tags its runs. */
 export function taskOf(run: Run): { taskId: string; attemptId: string | null } | null {
@@ -46,12 +45,6 @@ export function RunDetailView({ runId }: { runId: string }) {
   ).length;
   const jobs = useLoad(() => api.runnerJobs(runId), [runId, runnerMoves], REFRESH_MS * 2);
   const latestId = run.data?.latestCommandId ?? null;
-  // The latest command's state, for a manager that does not report the run's activity yet.
-  const latest = useLoad(
-    () => (latestId ? api.getCommand(runId, latestId) : Promise.resolve(null)),
-    [runId, latestId, lastSeq],
-    REFRESH_MS,
-  );
   const commandIds = commandIdsOf(live.events, latestId);
 
   if (run.error && !run.data)
@@ -70,11 +63,8 @@ export function RunDetailView({ runId }: { runId: string }) {
   if (!run.data) return <p class="muted">Loading run…</p>;
   const r = run.data;
   const terminal = TERMINAL_RUN.has(r.state);
-  const turnActive =
-    r.activity !== undefined
-      ? r.activity === 'turn-active'
-      : // A turn a runner holds (delivered, confirmed) can be interrupted or steered.
-        latest.data?.type === 'turn' && RUNNER_HOLDS.has(latest.data.state);
+  // Only a turn a runner holds can be interrupted or steered.
+  const turnActive = r.activity === 'turn-active';
   const noTurn = terminal ? 'the run has ended' : 'no turn is running';
 
   return (
