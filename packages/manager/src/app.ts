@@ -14,6 +14,8 @@ import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
 import { registerValidation } from './http/validation.js';
 import { registerRequestLogging } from './http/request-log.js';
+import { registerAdmission } from './http/admission.js';
+import { writeLanes } from './store/lanes.js';
 import type { Logger } from './logging.js';
 import { backendRoutes } from './routes/backends.js';
 import { commandRoutes } from './routes/commands.js';
@@ -94,6 +96,11 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   registerValidation(app);
   registerBodyParsing(app, deps.redactor);
   registerErrorHandling(app);
+  // Before the API scope's authentication: a refused request costs no lookup.
+  registerAdmission(app, {
+    ...deps.config.admission,
+    loopLag: deps.store.kind === 'postgres',
+  });
 
   const sessions = sessionHooks(deps.store.db, deps.config, deps.sessionVolumes);
   const hooks: DomainHooks = {
@@ -125,6 +132,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     logger: deps.logger,
     redactor: deps.redactor,
     hooks,
+    lanes: writeLanes(deps.store, deps.config.writeGroups),
   };
 
   // Everything under /api/v1 (and /metrics): inside the one authenticated scope, registered
@@ -133,6 +141,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     apiKeys: deps.config.apiKeys,
     deploymentMode: deps.config.deploymentMode,
     db: deps.store.db,
+    leaseDb: deps.store.leaseDb,
   };
   const storeGauges = new StoreGauges(
     deps.store.db,

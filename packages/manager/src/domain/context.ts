@@ -5,6 +5,7 @@ import type { Logger } from '../logging.js';
 import type { Db } from '../store/db.js';
 import type { Executor, RunRow, Tx } from '../store/runs.js';
 import type { Wakeups } from '../store/wakeups.js';
+import type { WriteLanes } from '../store/lanes.js';
 
 /**
  * What a domain operation may use. Passed explicitly so a test can build one around a real
@@ -18,6 +19,11 @@ export interface Ctx {
   /** Known secret values (API key, store password, credentials in flight): never stored. */
   readonly redactor: Redactor;
   readonly hooks: DomainHooks;
+  /**
+   * The lease lane's connections and the coalesced writers (store/lanes.ts); absent: every
+   * write on `db`, one request per commit.
+   */
+  readonly lanes?: WriteLanes;
 }
 
 /**

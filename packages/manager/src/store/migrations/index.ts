@@ -15,6 +15,7 @@ import * as finishFunction from './0016-finish-function.js';
 import * as createFunction from './0017-create-function.js';
 import * as commanderFunction from './0018-commander-function.js';
 import * as eventsWatch from './0019-events-watch.js';
+import * as appendGroups from './0020-append-groups.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -34,6 +35,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0017-create-function': createFunction,
   '0018-commander-function': commanderFunction,
   '0019-events-watch': eventsWatch,
+  '0020-append-groups': appendGroups,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();
