@@ -8,10 +8,21 @@ export class ApiError extends Error {
     message: string,
     readonly traceId: string | null,
     readonly details: Record<string, unknown> | undefined,
+    /** The answer's `Retry-After` in ms (503 overloaded, 429), when it had one. */
+    readonly retryAfterMs: number | null = null,
   ) {
     super(message);
     this.name = 'ApiError';
   }
+}
+
+/** `Retry-After` as delay-seconds or an HTTP date, in ms from now; null when absent or unreadable. */
+export function retryAfterMs(header: string | null, now = Date.now()): number | null {
+  if (header === null || header.trim() === '') return null;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
 
 /** The manager could not be reached at all (connection refused, DNS, timeout). */
@@ -143,6 +154,7 @@ export class ApiClient {
         failure.message ?? `HTTP ${response.status} from ${method} ${new URL(url).pathname}`,
         failure.traceId ?? response.headers.get('x-request-id'),
         failure.details,
+        retryAfterMs(response.headers.get('retry-after')),
       );
     }
     if (parsed === undefined)

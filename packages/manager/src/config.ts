@@ -306,9 +306,9 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
     scheduler: schedulerSettings(r),
     admission: {
       enabled: r.oneOf('SVC_ADMISSION', ['on', 'off'] as const, 'on') === 'on',
-      queueBudgetMs: r.int('SVC_ADMISSION_QUEUE_MS', 250, { min: 0, max: 60_000 }),
+      queueBudgetMs: r.int('SVC_ADMISSION_QUEUE_MS', 100, { min: 0, max: 60_000 }),
       runnerPlaces: r.int('SVC_ADMISSION_RUNNER_PLACES', 128, { min: 1, max: 100_000 }),
-      clientPlaces: r.int('SVC_ADMISSION_CLIENT_PLACES', 32, { min: 1, max: 100_000 }),
+      clientPlaces: r.int('SVC_ADMISSION_CLIENT_PLACES', 64, { min: 1, max: 100_000 }),
     },
     writeGroups: r.int('SVC_WRITE_GROUPS', 2, { min: 0, max: 32 }),
     watch: {

@@ -27,6 +27,8 @@ export const EVENT_NAMES = {
   transportClosed: 'agent.transport-closed',
   turnStarted: 'turn.started',
   idleTimeout: 'turn.idle-timeout',
+  /** The runner's calls were refused for load or went unanswered for a while (docs/operations.md). */
+  throttled: 'runner.throttled',
 } as const;
 
 export const EventEnvelope = Type.Object(

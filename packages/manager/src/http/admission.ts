@@ -38,10 +38,12 @@ export interface AdmissionSettings {
 /** What a refused caller is told to wait before trying again (clients add their own jitter). */
 const RETRY_AFTER_S = 1;
 /**
- * Lasting event-loop lag past min(budget, 100 ms) sheds the runner and client lanes: a
- * refusal must come within 100 ms of arrival. Below 25 ms it is timer noise.
+ * Lasting event-loop lag past min(budget, 100 ms) sheds a lane that is itself busy (a quarter
+ * of its places taken): the lag is then this replica's own load, which refusals relieve, and
+ * a refusal must come within 100 ms of arrival. Lag with a quiet lane is the machine's (other
+ * processes), which refusing would not help. Below 50 ms it is scheduling noise.
  */
-const LAG_FLOOR_MS = 25;
+const LAG_FLOOR_MS = 50;
 const LAG_CEILING_MS = 100;
 /** Routes that stay open for minutes (an event stream): admitted, but they hold no place. */
 const STREAMS = new Set([`${API_PREFIX}/runs/:runId/events/stream`]);
@@ -85,8 +87,9 @@ export function registerAdmission(app: App, settings: AdmissionSettings): Admiss
       reply.raw.once('close', () => admissionInFlight.dec({ lane }));
       return done();
     }
-    if (lag.lagMs > lagLimitMs) return refuse(request, reply, lane, 'event-loop');
     const gate = gates[lane];
+    if (lag.lagMs > lagLimitMs && (gate.busy + gate.queued) * 4 >= gate.places)
+      return refuse(request, reply, lane, 'event-loop');
     const waits = STREAMS.has(url) || Number((request.query as { waitMs?: unknown }).waitMs) > 0;
     const started = performance.now();
     let closed = false;
@@ -102,7 +105,10 @@ export function registerAdmission(app: App, settings: AdmissionSettings): Admiss
       leave();
     });
     const admitted = (ok: boolean) => {
-      if (!ok) return refuse(request, reply, lane, 'queue');
+      if (!ok) {
+        if (!closed) refuse(request, reply, lane, 'queue');
+        return;
+      }
       held = true;
       admissionInFlight.inc({ lane });
       // Gone while it queued, or a wait that needs no place while it waits.

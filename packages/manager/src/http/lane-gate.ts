@@ -1,14 +1,17 @@
 /**
  * The places of one lane of requests (runner calls, client calls) and the queue in front of
  * them. A request takes a place when one is free; otherwise it queues, first come first
- * served, when it can expect a place within the lane's queue-time budget (the queue ahead of
- * it times the mean time a place is held, over the places), and is refused at once when it
- * cannot. The decision is made on arrival: a refusal costs the manager next to nothing and
- * the caller no wait, and the queue never grows past what the places clear within the budget.
+ * served, for at most the lane's queue-time budget. It is refused at once when it could not
+ * get a place within the budget anyway: the queue ahead of it, times the mean time a place is
+ * held, over the places, is past the budget, or the queue's head has already waited that
+ * long (places held by requests that are stuck teach the mean nothing until they end). A
+ * queued request whose budget runs out is refused then. A refusal costs the manager next to
+ * nothing and the caller no wait; the queue never grows past what the places clear in time.
  */
 export class LaneGate {
   #busy = 0;
-  #queue: Array<(admitted: boolean) => void> = [];
+  #queue: Array<{ since: number; grant: (admitted: boolean) => void }> = [];
+  #timer: NodeJS.Timeout | null = null;
   /** Mean time a place is held, in ms (moving average over the last few dozen requests). */
   #holdMs = 5;
 
@@ -26,22 +29,29 @@ export class LaneGate {
   }
 
   /** The expected wait of a newcomer, in ms. */
-  expectedWaitMs(): number {
+  expectedWaitMs(now = performance.now()): number {
     if (this.#busy < this.places && this.#queue.length === 0) return 0;
-    return ((this.#queue.length + 1) * this.#holdMs) / this.places;
+    const predicted = ((this.#queue.length + 1) * this.#holdMs) / this.places;
+    const head = this.#queue[0];
+    return Math.max(predicted, head ? now - head.since : 0);
   }
 
   /**
-   * true: a place now; false: refused; a promise: queued, resolving true when its place comes
-   * (false if the gate closes first). Every place taken is given back with `leave`.
+   * true: a place now; false: refused now; a promise: queued, resolving true when its place
+   * comes, false when its budget ran out first (or the gate closed). Every place taken is
+   * given back with `leave`.
    */
   enter(): boolean | Promise<boolean> {
     if (this.#busy < this.places && this.#queue.length === 0) {
       this.#busy += 1;
       return true;
     }
-    if (this.expectedWaitMs() > this.budgetMs) return false;
-    return new Promise<boolean>((grant) => this.#queue.push(grant));
+    const now = performance.now();
+    if (this.expectedWaitMs(now) > this.budgetMs) return false;
+    return new Promise<boolean>((grant) => {
+      this.#queue.push({ since: now, grant });
+      this.#arm();
+    });
   }
 
   /** Give a place back; `heldMs` (when known) feeds the mean hold time. */
@@ -51,13 +61,29 @@ export class LaneGate {
     const next = this.#queue.shift();
     if (next) {
       this.#busy += 1;
-      next(true);
+      next.grant(true);
     }
+  }
+
+  /** One timer, for the queue's head (the oldest, so the first to run out of budget). */
+  #arm(): void {
+    if (this.#timer || this.#queue.length === 0) return;
+    const wait = Math.max(0, this.#queue[0]!.since + this.budgetMs - performance.now());
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      const limit = performance.now() - this.budgetMs;
+      while (this.#queue.length > 0 && this.#queue[0]!.since <= limit)
+        this.#queue.shift()!.grant(false);
+      this.#arm();
+    }, Math.ceil(wait));
+    this.#timer.unref();
   }
 
   /** Refuse everyone still queued (the server is closing). */
   close(): void {
-    for (const grant of this.#queue.splice(0)) grant(false);
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    for (const waiter of this.#queue.splice(0)) waiter.grant(false);
   }
 }
 
