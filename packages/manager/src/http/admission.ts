@@ -142,7 +142,7 @@ function refuse(
     new ServiceError(
       'overloaded',
       `this manager is past its queue-time budget for ${lane} calls; retry after ${RETRY_AFTER_S} s`,
-      { lane, retryAfterMs: RETRY_AFTER_S * 1000 },
+      { lane, reason, retryAfterMs: RETRY_AFTER_S * 1000 },
     ),
   );
 }
