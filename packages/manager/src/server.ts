@@ -33,6 +33,16 @@ It takes no arguments; it is configured by its environment, among others:
   HOST, PORT          where to listen (default 127.0.0.1:8080)
   SVC_API_KEY_FILE    the API key clients present
   SVC_DEPLOYMENT_MODE local (default) or runtime
+Overload (docs/operations.md, "Overload"):
+  SVC_ADMISSION       on (default) or off
+  SVC_ADMISSION_QUEUE_MS
+                      queue-time budget of runner and client calls (default 100); a call
+                      that would wait longer is answered 503 overloaded with Retry-After
+  SVC_ADMISSION_RUNNER_PLACES, SVC_ADMISSION_CLIENT_PLACES
+                      calls in progress at once (default 128, 64)
+  SVC_DB_LEASE_POOL_SIZE
+                      connections of lease renewals and claims (default 2)
+  SVC_WRITE_GROUPS    coalesced appends and renewals in flight (default 2; 0: off)
 See README.md and docs/operations.md for every variable.
 
 Exit codes: 0 stopped cleanly · 1 a failure · 2 bad configuration · 3 a migration failed ·
