@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import pg from 'pg';
 import { EVENT_NAMES } from '@svc/contracts';
-import { EventSink, ManagerClient } from '@svc/runner';
+import { ConfigError } from '@svc/contracts';
+import { EventSink, ManagerClient, SINK_MAX_EVENTS } from '@svc/runner';
+import { loadConfig } from '../src/config.js';
 import { realPostgresAvailable } from '@svc/testkit';
 import { admissionInFlight, admissionRefused } from '../src/metrics/registry.js';
 import { runBody, startTestManager, type TestManager } from './helpers.js';
@@ -264,5 +266,90 @@ describe('a runner refused for load', { skip }, () => {
     assert.ok(report.bufferedEventsMax >= 55, JSON.stringify(report));
     assert.ok(Date.parse(report.until) >= Date.parse(report.since));
     assert.ok(throttled[0].seq > output.at(-1).seq - 60, 'reported with the run, after the wait');
+  });
+});
+
+describe('a runner refused for load, past its buffer', { skip }, () => {
+  let t: TestManager;
+  before(async () => {
+    t = await startTestManager({
+      listen: true,
+      env: { SVC_ADMISSION_RUNNER_PLACES: '1', SVC_ADMISSION_QUEUE_MS: '0' },
+    });
+    await t.configureProfile('builtin-a');
+  });
+  after(() => t?.close());
+
+  it('asks its producer to pause past the bound, resumes it as the manager catches up, loses nothing', async () => {
+    const other = await claimedRun(t, 'rnr-other2x');
+    const run = await call(t, 'POST', '/api/v1/runs', runBody());
+    const runId: string = run.body.runId;
+    const client = new ManagerClient(t.manager.url, null, runId);
+    await client.claim('rnr-full1x', null);
+    const sink = new EventSink(client, 'rnr-full1x', 'att-2');
+    const pressure: boolean[] = [];
+    sink.onPressure((full) => pressure.push(full));
+    const blocked = await stuckAppends(t, [other]);
+    sink.push({ category: 'command_output', data: { i: 0 } });
+    await until(() => client.throttling.throttled, 'the sink to be refused');
+    const total = SINK_MAX_EVENTS + 50;
+    for (let i = 1; i < total; i++) sink.push({ category: 'command_output', data: { i } });
+    assert.deepEqual(pressure, [true], 'past the bound: pause');
+    await blocked.release();
+    await sink.flush();
+    assert.deepEqual(pressure, [true, false], 'room again: resume');
+    const stored: number[] = [];
+    for (let after = 0; ;) {
+      const page = await call(
+        t,
+        'GET',
+        `/api/v1/runs/${runId}/events?afterSeq=${after}&limit=1000`,
+      );
+      for (const e of page.body.events) if (e.category === 'command_output') stored.push(e.data.i);
+      if (!page.body.hasMore) break;
+      after = page.body.nextAfterSeq;
+    }
+    assert.equal(stored.length, total);
+    assert.ok(
+      stored.every((value, i) => value === i),
+      'each once, in push order',
+    );
+  });
+});
+
+describe('overload settings', () => {
+  it('default to admission on, a 100 ms budget, 128 and 64 places, two groups, a lease pool of 2', () => {
+    const config = loadConfig({ DATABASE_URL: 'postgres://u@127.0.0.1:5432/db' });
+    assert.deepEqual(config.admission, {
+      enabled: true,
+      queueBudgetMs: 100,
+      runnerPlaces: 128,
+      clientPlaces: 64,
+    });
+    assert.equal(config.writeGroups, 2);
+    assert.equal(config.store.kind === 'postgres' && config.store.leasePoolSize, 2);
+  });
+
+  it('refuses values out of range, naming each', () => {
+    assert.throws(
+      () =>
+        loadConfig({
+          SVC_ADMISSION: 'maybe',
+          SVC_ADMISSION_QUEUE_MS: '-1',
+          SVC_ADMISSION_RUNNER_PLACES: '0',
+          SVC_WRITE_GROUPS: '1000',
+        }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        for (const name of [
+          'SVC_ADMISSION',
+          'SVC_ADMISSION_QUEUE_MS',
+          'SVC_ADMISSION_RUNNER_PLACES',
+          'SVC_WRITE_GROUPS',
+        ])
+          assert.match(error.message, new RegExp(name));
+        return true;
+      },
+    );
   });
 });
