@@ -1,12 +1,14 @@
 /**
  * A simulated runner fleet for the fleet bench: each runner holds a claimed lease renewed every
  * 10 s, keeps a command long-poll open and produces a 10-event batch every 2 s, behaving as the
- * real runner does under overload: a refused (503) or failed append keeps its events and sends
- * them later, merged with the new ones, after the Retry-After with jitter; a refused poll waits
- * the same. The runners share this one client process, which takes CPU of the same machine.
+ * real runner does under overload, with its retry policy (@svc/runner `backoffMs`): a refused
+ * (503) or failed append keeps its events and sends them later, merged with the new ones; a
+ * refused poll waits the same way. The runners share this one client process, which takes CPU of the same machine.
  */
 import { setMaxListeners } from 'node:events';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Agent, request } from 'node:http';
+import { BACKOFF, backoffMs } from '@svc/runner';
 import { runBody } from '../test/helpers.js';
 import { pct } from './support.js';
 
@@ -140,6 +142,8 @@ export interface FleetStats {
   errors: number;
   polls: number;
   steadySeconds: number;
+  /** This client's own event-loop delay p99 (ms): its share in every latency above. */
+  clientLagP99: number;
 }
 
 /** Drive the fleet for `seconds`; latencies count after `warmupMs`. */
@@ -165,7 +169,10 @@ export async function driveFleet(
     errors: 0,
     polls: 0,
     steadySeconds: Math.max(0, seconds - warmupMs / 1000),
+    clientLagP99: 0,
   };
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
   const stop = new AbortController();
   // Every simulated runner's open long-poll listens on this one signal.
   setMaxListeners(0, stop.signal);
@@ -176,7 +183,8 @@ export async function driveFleet(
     new Promise<void>((resolve) =>
       setTimeout(resolve, Math.max(0, Math.min(ms, deadline - Date.now()))),
     );
-  const backoff = (r: Answer | null) => (r?.retryAfterMs ?? 1000) * (1 + Math.random());
+  const backoff = (kind: 'events' | 'poll', attempt: number, r: Answer | null) =>
+    backoffMs(BACKOFF[kind], attempt, r?.retryAfterMs ?? null);
 
   const runner = async (sim: Sim, i: number) => {
     const call = (method: string, path: string, body?: unknown, signal?: AbortSignal) =>
@@ -216,6 +224,7 @@ export async function driveFleet(
       let produced = 0;
       let nextBatch = Date.now() + (i / sims.length) * BATCH_MS;
       let retryAt = 0;
+      let attempt = 0;
       for (;;) {
         const now = Date.now();
         if (now >= deadline) break;
@@ -253,6 +262,7 @@ export async function driveFleet(
         }
         const took = performance.now() - started;
         if (r?.status === 200) {
+          attempt = 0;
           pending = pending.slice(events.length);
           stats.appends.push(took);
           if (steady()) {
@@ -265,11 +275,12 @@ export async function driveFleet(
             stats.refusedAppends++;
             stats.refusals.push(took);
           } else if (r) stats.errors++;
-          retryAt = Date.now() + backoff(r);
+          retryAt = Date.now() + backoff('events', ++attempt, r);
         }
       }
     };
     const poll = async () => {
+      let attempt = 0;
       await sleep((i / sims.length) * BATCH_MS);
       while (Date.now() < deadline) {
         const started = performance.now();
@@ -283,9 +294,12 @@ export async function driveFleet(
           if (r.status === 503) {
             stats.refusedPolls++;
             stats.refusals.push(performance.now() - started);
-            await sleep(backoff(r));
+            await sleep(backoff('poll', ++attempt, r));
           } else if (r.status !== 200) stats.errors++;
-          else stats.polls++;
+          else {
+            attempt = 0;
+            stats.polls++;
+          }
         } catch {
           if (!stop.signal.aborted) stats.errors++;
         }
@@ -297,6 +311,8 @@ export async function driveFleet(
   await sleep(seconds * 1000);
   stop.abort();
   await fleet;
+  lag.disable();
+  stats.clientLagP99 = lag.percentile(99) / 1e6;
 
   // Every lease must still be held by its runner at the end.
   let next = 0;

@@ -79,17 +79,24 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-/** Mean coalesced group sizes from one replica's metrics. */
-async function groupSizes(base: string): Promise<string> {
+/** Mean coalesced group sizes and refusals by lane and reason, from one replica's metrics. */
+async function replicaFigures(base: string): Promise<[string, string]> {
   const text = await (await fetch(`${base}/metrics`)).text();
+  const refused = [
+    ...text.matchAll(/^svc_admission_refused_total\{lane="(\w+)",reason="([\w-]+)"\} (\S+)$/gm),
+  ]
+    .filter((m) => Number(m[3]) > 0)
+    .map((m) => `${m[1]}/${m[2]} ${m[3]}`)
+    .join(', ');
   const value = (name: string, kind: string) =>
     Number(new RegExp(`^${name}\\{kind="${kind}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
-  return ['append', 'renewal']
+  const groups = ['append', 'renewal']
     .map((kind) => {
       const count = value('svc_write_group_size_count', kind);
       return `${kind} ${count ? (value('svc_write_group_size_sum', kind) / count).toFixed(1) : '-'}`;
     })
     .join(', ');
+  return [groups, refused || 'none'];
 }
 
 interface PhaseResult {
@@ -151,12 +158,18 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
     );
     out('leases expired, lost', `${stats.leasesExpired}, ${stats.leasesLost}`);
     out('long-polls answered, errors', `${stats.polls}, ${stats.errors}`);
-    out('mean group size (replica 1)', await groupSizes(managers[0]!.base));
+    const [groups, refusedBy] = await replicaFigures(managers[0]!.base);
+    out('mean group size (replica 1)', groups);
+    out('refused by lane/reason (replica 1)', refusedBy);
     out('manager CPU per replica (% of a core)', cpu.map((c) => c.toFixed(0)).join(', '));
     out('manager RSS per replica (MB)', managers.map((m) => m.rssMb().toFixed(0)).join(', '));
     out(
       'simulated fleet (this client) CPU (% of a core)',
       (((clientCpu.user + clientCpu.system) / 1e6 / wall) * 100).toFixed(0),
+    );
+    out(
+      'simulated fleet (this client) event-loop delay p99',
+      `${stats.clientLagP99.toFixed(0)} ms`,
     );
     console.log(`load average after: ${load()}`);
     return { name, runners, stats, eventsPerS, appendsPerS };
