@@ -94,6 +94,6 @@ export async function renewLeases(
       AND runs.lease_token_hash = h.token_hash
     RETURNING h.n, runs.*, ${CANCELLED}`.execute(db);
   const out = new Array<RenewedRun | null>(renewals.length).fill(null);
-  for (const { n, ...run } of rows) out[n] = run as RenewedRun;
+  for (const { n, ...run } of rows) out[n] = run;
   return out;
 }
