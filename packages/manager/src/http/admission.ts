@@ -38,10 +38,10 @@ export interface AdmissionSettings {
 /** What a refused caller is told to wait before trying again (clients add their own jitter). */
 const RETRY_AFTER_S = 1;
 /**
- * Lasting event-loop lag past min(budget, 100 ms) sheds a lane that is itself busy (a quarter
- * of its places taken): the lag is then this replica's own load, which refusals relieve, and
- * a refusal must come within 100 ms of arrival. Lag with a quiet lane is the machine's (other
- * processes), which refusing would not help. Below 50 ms it is scheduling noise.
+ * Lasting event-loop lag past min(budget, 100 ms) sheds a lane whose places are all taken:
+ * the lag is then this replica's own load, which refusals relieve, and a refusal must come
+ * within 100 ms of arrival. Lag with places free is the machine's (other processes, a
+ * collection pause), which refusing would not help. Below 50 ms it is scheduling noise.
  */
 const LAG_FLOOR_MS = 50;
 const LAG_CEILING_MS = 100;
@@ -88,7 +88,7 @@ export function registerAdmission(app: App, settings: AdmissionSettings): Admiss
       return done();
     }
     const gate = gates[lane];
-    if (lag.lagMs > lagLimitMs && (gate.busy + gate.queued) * 4 >= gate.places)
+    if (lag.lagMs > lagLimitMs && gate.busy >= gate.places)
       return refuse(request, reply, lane, 'event-loop');
     const waits = STREAMS.has(url) || Number((request.query as { waitMs?: unknown }).waitMs) > 0;
     const started = performance.now();
