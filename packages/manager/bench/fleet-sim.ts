@@ -24,9 +24,13 @@ interface Answer {
   retryAfterMs: number | null;
 }
 
-/** Plain node:http with its own sockets: a long-poll never holds up another call. */
+/**
+ * Plain node:http with its own sockets: a long-poll never holds up another call. Idle sockets
+ * are all kept (the default keeps 256), as each real runner keeps its own connections: a fleet
+ * that reconnected after every burst would measure SYN retransmissions, not the manager.
+ */
 export class FleetClient {
-  readonly agent = new Agent({ keepAlive: true, maxSockets: Infinity });
+  readonly agent = new Agent({ keepAlive: true, maxSockets: Infinity, maxFreeSockets: 1_000_000 });
 
   call(
     base: string,
