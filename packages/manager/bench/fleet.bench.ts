@@ -72,6 +72,20 @@ async function rawCommitRate(seconds: number): Promise<number> {
   }
 }
 
+/** The kernel's count of connections dropped by a full listen queue, and of SYNs sent again. */
+function tcpDrops(): { overflows: number; synRetrans: number } {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+  const value = (name: string) => {
+    for (let i = 0; i + 1 < lines.length; i += 2) {
+      const names = lines[i]!.split(' ');
+      const at = names.indexOf(name);
+      if (at > 0) return Number(lines[i + 1]!.split(' ')[at]);
+    }
+    return 0;
+  };
+  return { overflows: value('ListenOverflows'), synRetrans: value('TCPSynRetrans') };
+}
+
 /** CPU seconds (user + system) a process has used so far. */
 function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -122,9 +136,11 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
       managers.map((m) => m.base),
       runners,
     );
+    await client.warm(sims, 2);
     console.log(
-      `${runners} runs created and claimed in ${((performance.now() - setup) / 1000).toFixed(1)} s; running ${SECONDS} s`,
+      `${runners} runs created and claimed, 2 connections per runner opened, in ${((performance.now() - setup) / 1000).toFixed(1)} s; running ${SECONDS} s`,
     );
+    const tcp0 = tcpDrops();
     const cpu0 = managers.map((m) => cpuSeconds(m.process.pid!));
     const clientCpu0 = process.cpuUsage();
     const wall0 = performance.now();
@@ -132,6 +148,7 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
     const wall = (performance.now() - wall0) / 1000;
     const cpu = managers.map((m, i) => ((cpuSeconds(m.process.pid!) - cpu0[i]!) / wall) * 100);
     const clientCpu = process.cpuUsage(clientCpu0);
+    const tcp = tcpDrops();
     const eventsPerS = stats.storedEvents / stats.steadySeconds;
     const appendsPerS = stats.storedAppends / stats.steadySeconds;
     const after = `after the first ${WARMUP_MS / 1000} s`;
@@ -158,6 +175,11 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
     );
     out('leases expired, lost', `${stats.leasesExpired}, ${stats.leasesLost}`);
     out('long-polls answered, errors', `${stats.polls}, ${stats.errors}`);
+    // Machine-wide counters: other processes' connections count too.
+    out(
+      'listen-queue overflows, SYN retransmissions (machine)',
+      `${tcp.overflows - tcp0.overflows}, ${tcp.synRetrans - tcp0.synRetrans}`,
+    );
     const [groups, refusedBy] = await replicaFigures(managers[0]!.base);
     out('mean group size (replica 1)', groups);
     out('refused by lane/reason (replica 1)', refusedBy);

@@ -3,12 +3,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import pg from 'pg';
 import { realPostgresAvailable, type TestStore } from '@svc/testkit';
 import { tokenHash } from '../src/domain/caller-tokens.js';
 import { runnerEvents } from '../src/domain/runs/events.js';
 import { writeGroupSize } from '../src/metrics/registry.js';
 import { appendFresh, appendFreshGroup } from '../src/store/append-fresh.js';
-import { renewLeases } from '../src/store/heartbeats.js';
+import { renewLeases, type RenewedRun } from '../src/store/heartbeats.js';
 import { plantTrigger, runBody, startTestManager, type TestManager } from './helpers.js';
 
 /**
@@ -256,10 +257,44 @@ async function groupStatements(t: TestManager, runners: Runner[]) {
       activityKind: null,
     },
   ]);
-  assert.equal(renewed[0]?.lease_owner, a!.runnerId);
-  assert.equal(renewed[0]?.last_activity_kind, 'agent-notification');
-  assert.equal(renewed[1], null);
-  assert.equal(renewed[2]?.lease_owner, c!.runnerId);
+  const row = (i: number) => renewed[i] as RenewedRun | null;
+  assert.equal(row(0)?.lease_owner, a!.runnerId);
+  assert.equal(row(0)?.last_activity_kind, 'agent-notification');
+  assert.equal(row(1), null);
+  assert.equal(row(2)?.lease_owner, c!.runnerId);
+}
+
+/**
+ * A renewal whose run row another transaction holds (an append committing, a slow client
+ * transaction) waits for nobody but itself: the others of its group go through at once, and
+ * it lands once the row is free.
+ */
+async function lockedRowRenewal(t: TestManager, runners: Runner[]) {
+  if (t.store.kind !== 'postgres') return;
+  const [held, ...others] = runners;
+  const locker = new pg.Client({ connectionString: t.store.url });
+  await locker.connect();
+  try {
+    await locker.query('BEGIN');
+    await locker.query('SELECT 1 FROM runs WHERE run_id = $1 FOR UPDATE', [held!.runId]);
+    const renew = (r: Runner) =>
+      call(t, 'PATCH', `/api/v1/runs/${r.runId}/lease`, { runnerId: r.runnerId }, r.token);
+    let heldDone = false;
+    const heldRenewal = renew(held!).then((answer) => {
+      heldDone = true;
+      return answer;
+    });
+    const started = performance.now();
+    const answers = await Promise.all(others.map(renew));
+    for (const answer of answers) assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.ok(performance.now() - started < 3000, 'the others did not wait for the held row');
+    assert.equal(heldDone, false, 'the held run waits for its row');
+    await new Promise((r) => setTimeout(r, 300));
+    await locker.query('COMMIT');
+    assert.equal((await heldRenewal).status, 200);
+  } finally {
+    await locker.end();
+  }
 }
 
 describe('group commit on PostgreSQL', { skip: !(await realPostgresAvailable()) }, () => {
@@ -276,6 +311,7 @@ describe('group commit on PostgreSQL', { skip: !(await realPostgresAvailable()) 
       await appendStorm(t, runners, 5);
       await renewalStorm(t, runners);
       await groupStatements(t, runners);
+      await lockedRowRenewal(t, runners);
     } finally {
       await t.close();
     }

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from './db.js';
+import { BUSY } from './coalescer.js';
 import { json } from './json.js';
 import { PREPARED } from './prepared.js';
 import type { RunRow } from './runs.js';
@@ -58,13 +59,15 @@ export async function renewLease(db: Db, renewal: Renewal): Promise<RenewedRun |
 
 /**
  * Renewals of several runs (one each) in one statement and one commit, each with the outcome
- * `renewLease` would have given it alone. The runs are updated in run_id order, as groups from
- * other replicas update them.
+ * `renewLease` would have given it alone, or `BUSY`: its run's row is locked by another
+ * transaction (an append group committing), which this statement does not wait for. Waiting
+ * would hold the rows it already locked and chain every other writer of those runs behind it;
+ * the caller tries a busy renewal again (store/coalescer.ts). Rows are locked in run_id order.
  */
 export async function renewLeases(
   db: Db,
   renewals: readonly Renewal[],
-): Promise<(RenewedRun | null)[]> {
+): Promise<(RenewedRun | null | typeof BUSY)[]> {
   const input = renewals.map((r, n) => ({
     n,
     run: r.runId,
@@ -74,26 +77,38 @@ export async function renewLeases(
     activity_at: r.activityAt?.toISOString() ?? null,
     activity_kind: r.activityAt ? (r.activityKind ?? 'agent-notification') : null,
   }));
-  input.sort((a, b) => (a.run < b.run ? -1 : a.run > b.run ? 1 : 0));
-  const { rows } = await sql<RenewedRun & { n: number }>`${PREPARED}
+  const { rows } = await sql<
+    RenewedRun & { input_n: number; free: boolean; renewed: boolean }
+  >`${PREPARED}
     WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting),
     h AS (
       SELECT * FROM jsonb_to_recordset(${json(input)}::jsonb) AS h(n integer, run text,
         runner text, token_hash text, ttl_s double precision, activity_at timestamptz,
         activity_kind text)
+    ),
+    free AS MATERIALIZED (
+      SELECT r.run_id FROM runs r WHERE r.run_id IN (SELECT run FROM h)
+      ORDER BY r.run_id FOR NO KEY UPDATE SKIP LOCKED
+    ),
+    renewed AS (
+      UPDATE runs SET
+        lease_expires_at = now() + make_interval(secs => h.ttl_s),
+        heartbeat_at = now(),
+        updated_at = now(),
+        last_activity_at = CASE WHEN h.activity_at IS NULL THEN runs.last_activity_at
+          ELSE least(now(), greatest(runs.last_activity_at, h.activity_at)) END,
+        last_activity_kind = coalesce(h.activity_kind, runs.last_activity_kind)
+      FROM h, relaxed
+      WHERE runs.run_id = h.run AND runs.run_id IN (SELECT run_id FROM free)
+        AND runs.lease_owner = h.runner AND runs.lease_token_hash = h.token_hash
+      RETURNING h.n AS renewed_n, runs.*, ${CANCELLED}
     )
-    UPDATE runs SET
-      lease_expires_at = now() + make_interval(secs => h.ttl_s),
-      heartbeat_at = now(),
-      updated_at = now(),
-      last_activity_at = CASE WHEN h.activity_at IS NULL THEN runs.last_activity_at
-        ELSE least(now(), greatest(runs.last_activity_at, h.activity_at)) END,
-      last_activity_kind = coalesce(h.activity_kind, runs.last_activity_kind)
-    FROM h, relaxed
-    WHERE runs.run_id = h.run AND runs.lease_owner = h.runner
-      AND runs.lease_token_hash = h.token_hash
-    RETURNING h.n, runs.*, ${CANCELLED}`.execute(db);
-  const out = new Array<RenewedRun | null>(renewals.length).fill(null);
-  for (const { n, ...run } of rows) out[n] = run;
+    SELECT h.n AS input_n,
+      h.run IN (SELECT run_id FROM free) OR NOT EXISTS (SELECT 1 FROM runs x WHERE x.run_id = h.run) AS free,
+      renewed.renewed_n IS NOT NULL AS renewed, renewed.*
+    FROM h LEFT JOIN renewed ON renewed.renewed_n = h.n`.execute(db);
+  const out = new Array<RenewedRun | null | typeof BUSY>(renewals.length).fill(null);
+  for (const { input_n, free, renewed, ...run } of rows)
+    out[input_n] = renewed ? (run as unknown as RenewedRun) : free ? null : BUSY;
   return out;
 }

@@ -47,6 +47,9 @@ export function writeLanes(store: Store, groups: number): WriteLanes {
       weight: () => 1,
       key: (r) => r.runId,
       group: (renewals) => renewLeases(store.leaseDb, renewals),
+      // A renewal whose row another transaction holds (an append group committing) comes back
+      // in a later group: the lease lane never waits for a lock.
+      skipsLocked: true,
       single: (renewal) => renewLease(store.leaseDb, renewal),
       onGroup: (size) => writeGroupSize.observe({ kind: 'renewal' }, size),
     }),
