@@ -93,9 +93,15 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-/** Mean coalesced group sizes and refusals by lane and reason, from one replica's metrics. */
-async function replicaFigures(base: string): Promise<[string, string]> {
+/**
+ * Mean coalesced group sizes, refusals by lane and reason, and the event-loop delay (p99 /
+ * max since the previous scrape, which resets it) from one replica's metrics.
+ */
+async function replicaFigures(base: string): Promise<[string, string, string]> {
   const text = await (await fetch(`${base}/metrics`)).text();
+  const gauge = (name: string) =>
+    Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+  const loop = `${gauge('nodejs_eventloop_lag_p99_seconds').toFixed(0)} / ${gauge('nodejs_eventloop_lag_max_seconds').toFixed(0)} ms`;
   const refused = [
     ...text.matchAll(/^svc_admission_refused_total\{lane="(\w+)",reason="([\w-]+)"\} (\S+)$/gm),
   ]
@@ -110,7 +116,7 @@ async function replicaFigures(base: string): Promise<[string, string]> {
       return `${kind} ${count ? (value('svc_write_group_size_sum', kind) / count).toFixed(1) : '-'}`;
     })
     .join(', ');
-  return [groups, refused || 'none'];
+  return [groups, refused || 'none', loop];
 }
 
 interface PhaseResult {
@@ -141,6 +147,7 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
       `${runners} runs created and claimed, 2 connections per runner opened, in ${((performance.now() - setup) / 1000).toFixed(1)} s; running ${SECONDS} s`,
     );
     const tcp0 = tcpDrops();
+    for (const m of managers) await replicaFigures(m.base); // resets the loop-delay histogram
     const cpu0 = managers.map((m) => cpuSeconds(m.process.pid!));
     const clientCpu0 = process.cpuUsage();
     const wall0 = performance.now();
@@ -180,9 +187,10 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
       'listen-queue overflows, SYN retransmissions (machine)',
       `${tcp.overflows - tcp0.overflows}, ${tcp.synRetrans - tcp0.synRetrans}`,
     );
-    const [groups, refusedBy] = await replicaFigures(managers[0]!.base);
+    const [groups, refusedBy, loop] = await replicaFigures(managers[0]!.base);
     out('mean group size (replica 1)', groups);
     out('refused by lane/reason (replica 1)', refusedBy);
+    out('manager event-loop delay p99 / max (replica 1)', loop);
     out('manager CPU per replica (% of a core)', cpu.map((c) => c.toFixed(0)).join(', '));
     out('manager RSS per replica (MB)', managers.map((m) => m.rssMb().toFixed(0)).join(', '));
     out(
