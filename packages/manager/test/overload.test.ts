@@ -138,7 +138,9 @@ describe('admission control under a saturated manager', { skip }, () => {
     assert.equal(refused.status, 503);
     assert.equal(refused.body.failureKind, 'overloaded');
     assert.equal(refused.body.details.lane, 'runner');
-    assert.equal(refused.headers.get('retry-after'), '1');
+    const retryAfter = Number(refused.headers.get('retry-after'));
+    assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1 && retryAfter <= 10, `${retryAfter}`);
+    assert.equal(refused.body.details.retryAfterMs, retryAfter * 1000);
     assert.ok(refused.ms < 1000, `refused after ${refused.ms.toFixed(0)} ms`);
     assert.ok((await refusedSoFar('runner')) >= before + 1);
 
@@ -194,6 +196,9 @@ describe('admission control under a saturated manager', { skip }, () => {
       const refused = burst.filter((r) => r.status === 503);
       assert.ok(refused.length > 0, 'a full client lane refuses');
       for (const r of refused) assert.equal(r.body.failureKind, 'overloaded');
+      // Refusing many calls per call served, the lane asks them to come back later than 1 s.
+      const waits = refused.map((r) => Number(r.headers.get('retry-after')));
+      assert.ok(Math.max(...waits) >= 2 && Math.max(...waits) <= 10, waits.join(','));
       assert.equal(
         burst.filter((r) => r.status !== 503 && r.status !== 200).length,
         0,

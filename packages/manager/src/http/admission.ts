@@ -4,7 +4,7 @@ import { admissionInFlight, admissionRefused } from '../metrics/registry.js';
 import type { App } from '../routes/common.js';
 import { API_PREFIX } from './api-scope.js';
 import { sendFailure } from './errors.js';
-import { LaneGate, LoopLag } from './lane-gate.js';
+import { LaneGate, LoopLag, RetryAfter } from './lane-gate.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -35,8 +35,6 @@ export interface AdmissionSettings {
   clientPlaces: number;
 }
 
-/** What a refused caller is told to wait before trying again (clients add their own jitter). */
-const RETRY_AFTER_S = 1;
 /**
  * Lasting event-loop lag past min(budget, 100 ms) sheds a lane whose places are all taken:
  * the lag is then this replica's own load, which refusals relieve, and a refusal must come
@@ -68,6 +66,13 @@ export function registerAdmission(app: App, settings: AdmissionSettings): Admiss
     runner: new LaneGate(settings.runnerPlaces, settings.queueBudgetMs),
     client: new LaneGate(settings.clientPlaces, settings.queueBudgetMs),
   };
+  const retryAfter = { runner: new RetryAfter(), client: new RetryAfter() };
+  const refuse = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    lane: 'runner' | 'client',
+    reason: 'queue' | 'event-loop',
+  ) => refusal(request, reply, lane, reason, retryAfter[lane].refused());
   const lag = new LoopLag();
   if (settings.loopLag !== false) lag.start();
   const lagLimitMs = Math.min(Math.max(settings.queueBudgetMs, LAG_FLOOR_MS), LAG_CEILING_MS);
@@ -110,6 +115,7 @@ export function registerAdmission(app: App, settings: AdmissionSettings): Admiss
         return;
       }
       held = true;
+      retryAfter[lane].admitted();
       admissionInFlight.inc({ lane });
       // Gone while it queued, or a wait that needs no place while it waits.
       if (closed || waits) leave();
@@ -128,21 +134,22 @@ function laneOf(request: FastifyRequest): Lane {
   return config.access === 'runner' ? 'runner' : 'client';
 }
 
-function refuse(
+function refusal(
   request: FastifyRequest,
   reply: FastifyReply,
   lane: 'runner' | 'client',
   reason: 'queue' | 'event-loop',
+  retryAfterS: number,
 ): void {
   admissionRefused.inc({ lane, reason });
-  reply.header('retry-after', String(RETRY_AFTER_S));
+  reply.header('retry-after', String(retryAfterS));
   void sendFailure(
     request,
     reply,
     new ServiceError(
       'overloaded',
-      `this manager is past its queue-time budget for ${lane} calls; retry after ${RETRY_AFTER_S} s`,
-      { lane, reason, retryAfterMs: RETRY_AFTER_S * 1000 },
+      `this manager is past its queue-time budget for ${lane} calls; retry after ${retryAfterS} s`,
+      { lane, reason, retryAfterMs: retryAfterS * 1000 },
     ),
   );
 }

@@ -88,6 +88,41 @@ export class LaneGate {
 }
 
 /**
+ * When a refused caller should come back: the lane's refusals over its admissions in the last
+ * second or two, in whole seconds, from 1 to 10. A lane that refuses five calls for each one
+ * it serves asks for five seconds: the refused then come back spread over that long (clients
+ * add their own jitter) instead of every second, so refusing stays a small part of the work.
+ */
+export class RetryAfter {
+  #admitted = [0, 0];
+  #refused = [0, 0];
+  #second = 0;
+
+  admitted(now = performance.now()): void {
+    this.#roll(now);
+    this.#admitted[1]! += 1;
+  }
+
+  /** Counts a refusal and answers its Retry-After, in seconds. */
+  refused(now = performance.now()): number {
+    this.#roll(now);
+    this.#refused[1]! += 1;
+    const admitted = this.#admitted[0]! + this.#admitted[1]!;
+    const refused = this.#refused[0]! + this.#refused[1]!;
+    return Math.min(10, Math.max(1, Math.ceil(refused / Math.max(1, admitted))));
+  }
+
+  #roll(now: number): void {
+    const second = Math.floor(now / 1000);
+    if (second === this.#second) return;
+    const keep = second === this.#second + 1;
+    this.#admitted = [keep ? this.#admitted[1]! : 0, 0];
+    this.#refused = [keep ? this.#refused[1]! : 0, 0];
+    this.#second = second;
+  }
+}
+
+/**
  * How late this process's timers fire: when the event loop itself is behind, a request has
  * waited that long before any hook saw it, so the gates' own queues say nothing. Only a lag
  * that lasts counts (every one of the last few ticks late): a single pause (a collection, a
