@@ -109,6 +109,6 @@ export async function renewLeases(
     FROM h LEFT JOIN renewed ON renewed.renewed_n = h.n`.execute(db);
   const out = new Array<RenewedRun | null | typeof BUSY>(renewals.length).fill(null);
   for (const { input_n, free, renewed, ...run } of rows)
-    out[input_n] = renewed ? (run as unknown as RenewedRun) : free ? null : BUSY;
+    out[input_n] = renewed ? run : free ? null : BUSY;
   return out;
 }
