@@ -8,10 +8,21 @@ export class ApiError extends Error {
     message: string,
     readonly traceId: string | null,
     readonly details: Record<string, unknown> | undefined,
+    /** The answer's `Retry-After` in ms (503 overloaded, 429), when it had one. */
+    readonly retryAfterMs: number | null = null,
   ) {
     super(message);
     this.name = 'ApiError';
   }
+}
+
+/** `Retry-After` as delay-seconds or an HTTP date, in ms from now; null when absent or unreadable. */
+export function retryAfterMs(header: string | null, now = Date.now()): number | null {
+  if (header === null || header.trim() === '') return null;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
 }
 
 /** The manager could not be reached at all (connection refused, DNS, timeout). */
@@ -33,8 +44,6 @@ export interface RetryPolicy {
   attempts: number;
   baseDelayMs: number;
   maxDelayMs: number;
-  /** Give up once this long has passed since the call's first failure (attempts permitting). */
-  budgetMs?: number;
 }
 
 export interface ApiClientOptions {
@@ -90,7 +99,6 @@ export class ApiClient {
       const qs = params.toString();
       if (qs) url += `${url.includes('?') ? '&' : '?'}${qs}`;
     }
-    let firstFailure: number | undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#once<T>(method, url, body, options);
@@ -102,9 +110,6 @@ export class ApiClient {
         const delay =
           Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)) *
           (0.5 + Math.random() / 2);
-        firstFailure ??= Date.now();
-        if (policy.budgetMs !== undefined && Date.now() + delay - firstFailure > policy.budgetMs)
-          throw error;
         await new Promise((r) => setTimeout(r, delay));
       }
     }
@@ -149,6 +154,7 @@ export class ApiClient {
         failure.message ?? `HTTP ${response.status} from ${method} ${new URL(url).pathname}`,
         failure.traceId ?? response.headers.get('x-request-id'),
         failure.details,
+        retryAfterMs(response.headers.get('retry-after')),
       );
     }
     if (parsed === undefined)

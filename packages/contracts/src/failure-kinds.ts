@@ -97,6 +97,11 @@ export const FAILURE_KINDS = {
     httpStatus: 503,
     meaning: 'server token absent while the runtime requires authentication',
   },
+  overloaded: {
+    httpStatus: 503,
+    meaning:
+      'this replica would have made the call wait past its queue-time budget; retry after the Retry-After header, with jitter',
+  },
   'internal-error': {
     httpStatus: 500,
     meaning: 'unexpected server fault; details are in the server log under the traceId',

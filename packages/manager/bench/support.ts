@@ -38,48 +38,67 @@ export async function startManagerProcess(
   env: Record<string, string> = {},
   prepare?: (dataDir: string) => Promise<void>,
 ): Promise<ManagerProcess> {
+  const [manager] = await startManagerReplicas(1, env, prepare);
+  return manager!;
+}
+
+/**
+ * `count` manager processes on one fresh database (replicas, as a deployment runs them), each
+ * with its own data dir and port; stopping the last one drops the database.
+ */
+export async function startManagerReplicas(
+  count: number,
+  env: Record<string, string> = {},
+  prepare?: (dataDir: string) => Promise<void>,
+): Promise<ManagerProcess[]> {
   const store = await createTestStore(managerTemplate);
   if (store.kind !== 'postgres') throw new Error('benchmarks need PostgreSQL');
-  const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
-  await prepare?.(dataDir);
-  const port = await freePort();
-  // The same node flags as `npm start` and the deployment.
-  const child = spawn(
-    process.execPath,
-    [
-      ...(process.env.BENCH_MANAGER_FLAGS?.split(' ') ?? []),
-      '--max-semi-space-size=8',
-      join(import.meta.dirname, '../dist/server.js'),
-    ],
-    {
-      env: {
-        ...process.env,
-        DATABASE_URL: store.url,
-        PORT: String(port),
-        SVC_DATA_DIR: dataDir,
-        LOG_LEVEL: 'warn',
-        ...env,
+  let running = count;
+  const replicas: ManagerProcess[] = [];
+  // One after the other: each applies (or finds applied) the migrations before it is ready.
+  for (let i = 0; i < count; i++) {
+    const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
+    await prepare?.(dataDir);
+    const port = await freePort();
+    // The same node flags as `npm start` and the deployment.
+    const child = spawn(
+      process.execPath,
+      [
+        ...(process.env.BENCH_MANAGER_FLAGS?.split(' ') ?? []),
+        '--max-semi-space-size=8',
+        join(import.meta.dirname, '../dist/server.js'),
+      ],
+      {
+        env: {
+          ...process.env,
+          DATABASE_URL: store.url,
+          PORT: String(port),
+          SVC_DATA_DIR: dataDir,
+          LOG_LEVEL: 'warn',
+          ...env,
+        },
+        stdio: ['ignore', 'ignore', 'inherit'],
       },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    },
-  );
-  const base = `http://127.0.0.1:${port}`;
-  await waitForHttp(`${base}/health/readiness`, 60_000);
-  return {
-    base,
-    url: store.url,
-    dataDir,
-    process: child,
-    rssMb: () =>
-      Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) /
-      1024,
-    async stop() {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-      await store.drop();
-      await rm(dataDir, { recursive: true, force: true });
-    },
-  };
+    );
+    const base = `http://127.0.0.1:${port}`;
+    await waitForHttp(`${base}/health/readiness`, 60_000);
+    replicas.push({
+      base,
+      url: store.url,
+      dataDir,
+      process: child,
+      rssMb: () =>
+        Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) /
+        1024,
+      async stop() {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+        await rm(dataDir, { recursive: true, force: true });
+        if (--running === 0) await store.drop();
+      },
+    });
+  }
+  return replicas;
 }
 
 /** JSON over HTTP, failing loudly on any error answer. */

@@ -14,6 +14,8 @@ import { frameworkFailure, registerErrorHandling } from './http/errors.js';
 import { registerBodyParsing } from './http/body-parser.js';
 import { registerValidation } from './http/validation.js';
 import { registerRequestLogging } from './http/request-log.js';
+import { registerAdmission } from './http/admission.js';
+import { writeLanes } from './store/lanes.js';
 import type { Logger } from './logging.js';
 import { backendRoutes } from './routes/backends.js';
 import { commandRoutes } from './routes/commands.js';
@@ -99,6 +101,11 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
   const site = consoleSite();
   const pages = consolePages(site);
   registerErrorHandling(app, (request, reply) => pages.notFound(request, reply));
+  // Before the API scope's authentication: a refused request costs no lookup.
+  registerAdmission(app, {
+    ...deps.config.admission,
+    loopLag: deps.store.kind === 'postgres',
+  });
 
   const sessions = sessionHooks(deps.store.db, deps.config, deps.sessionVolumes);
   const hooks: DomainHooks = {
@@ -135,6 +142,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     redactor: deps.redactor,
     hooks,
     watches: new WatchSlots(deps.config.watch.maxWatches),
+    lanes: writeLanes(deps.store, deps.config.writeGroups),
   };
 
   // Everything under /api/v1 (and /metrics): inside the one authenticated scope, registered
@@ -143,6 +151,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     apiKeys: deps.config.apiKeys,
     deploymentMode: deps.config.deploymentMode,
     db: deps.store.db,
+    leaseDb: deps.store.leaseDb,
   };
   const storeGauges = new StoreGauges(
     deps.store.db,

@@ -17,6 +17,7 @@ import {
 } from '@svc/contracts';
 import { RUNNER_TOKEN_PREFIX } from './domain/caller-tokens.js';
 import type { StoreConfig } from './store/db.js';
+import type { AdmissionSettings } from './http/admission.js';
 import { RUNNER_POD_DEFAULTS } from './launcher/runner-pod-defaults.js';
 
 /** The widest execution policy a run may ask for, and the defaults that complete a policy. */
@@ -157,6 +158,10 @@ export interface ManagerConfig {
   /** `pretty` (coloured lines) or `json`; default: pretty on a terminal, json otherwise. */
   logFormat: 'pretty' | 'json';
   scheduler: SchedulerSettings;
+  /** Overload: queue-time budget and places per lane (docs/operations.md, "Overload"). */
+  admission: AdmissionSettings;
+  /** Coalesced appends and lease renewals in flight at once, each kind; 0: one per commit. */
+  writeGroups: number;
 }
 
 /** Capacity limits: null means no limit at that level; the maps override per name. */
@@ -188,6 +193,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
         kind: 'postgres',
         url: databaseUrl,
         poolSize: r.int('SVC_DB_POOL_SIZE', 10, { min: 1, max: 200 }),
+        leasePoolSize: r.int('SVC_DB_LEASE_POOL_SIZE', 2, { min: 0, max: 50 }),
       }
     : { kind: 'pglite', dataDir: resolve(dataDir, 'pglite') };
 
@@ -326,6 +332,13 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       builtAt: r.optional('SVC_BUILD_TIME') ?? null,
     },
     scheduler: schedulerSettings(r),
+    admission: {
+      enabled: r.oneOf('SVC_ADMISSION', ['on', 'off'] as const, 'on') === 'on',
+      queueBudgetMs: r.int('SVC_ADMISSION_QUEUE_MS', 100, { min: 0, max: 60_000 }),
+      runnerPlaces: r.int('SVC_ADMISSION_RUNNER_PLACES', 128, { min: 1, max: 100_000 }),
+      clientPlaces: r.int('SVC_ADMISSION_CLIENT_PLACES', 64, { min: 1, max: 100_000 }),
+    },
+    writeGroups: r.int('SVC_WRITE_GROUPS', 2, { min: 0, max: 32 }),
     watch: {
       waitMaxMs: r.int('SVC_CLIENT_WAIT_MAX_MS', 30_000, { min: 0, max: 300_000 }),
       maxWatches: r.int('SVC_MAX_WATCHES', 200, { min: 0, max: 100_000 }),

@@ -13,6 +13,7 @@ Listening and store
   HOST, PORT                    where to listen (default 127.0.0.1:8080)
   DATABASE_URL                  PostgreSQL; without it an embedded store under SVC_DATA_DIR
   SVC_DB_POOL_SIZE              connections to PostgreSQL (default 10)
+  SVC_DB_LEASE_POOL_SIZE        connections of lease renewals and claims (default 2)
   SVC_DATA_DIR                  embedded store, local Secrets, job dirs, sessions (./.data)
   SVC_MANAGER_PUBLIC_URL        the URL runners use (default: the address it listens on)
   SVC_BODY_LIMIT_BYTES          largest request body (default 1 MiB)
@@ -73,6 +74,13 @@ Sessions and profiles
   SVC_SESSION_STORAGE_CLASS, SVC_SESSION_STORAGE_SIZE   session storage
   SVC_BRIDGE_BASE_URL, SVC_FLASH_MODEL_ID   builtin-b / builtin-d profile rules
   SVC_VALIDATION_TENANT, SVC_VALIDATION_PROJECT, SVC_VALIDATION_TIMEOUT_MS   canary runs
+
+Overload (docs/operations.md, "Overload")
+  SVC_ADMISSION                 on (default) or off
+  SVC_ADMISSION_QUEUE_MS        queue-time budget of runner and client calls (100 ms); a call
+                                that would wait longer is answered 503 overloaded, Retry-After
+  SVC_ADMISSION_RUNNER_PLACES, SVC_ADMISSION_CLIENT_PLACES   calls in progress (128, 64)
+  SVC_WRITE_GROUPS              coalesced appends and renewals in flight (2; 0: off)
 
 Clients, streams and upkeep
   SVC_CLIENT_WAIT_MAX_MS        the longest client long-poll

@@ -1,38 +1,82 @@
-import { MAX_EVENTS_PER_APPEND, type EventInput } from '@svc/contracts';
+import { EVENT_NAMES, MAX_EVENTS_PER_APPEND, toError, type EventInput } from '@svc/contracts';
 import type { ManagerClient } from './manager-client.js';
+import { BACKOFF, backoffMs, retryable, sleep } from './retry.js';
+import type { ThrottledPeriod } from './throttling.js';
 
 export type NewRunnerEvent = Omit<EventInput, 'key'>;
 
 const LINGER_MS = 15;
 const MAX_BATCH = 500;
+/**
+ * The buffer's bound: past either, the sink asks the producer to pause (`onPressure(true)`)
+ * until it is down to half (`onPressure(false)`). Events are never dropped.
+ */
+export const SINK_MAX_EVENTS = 10_000;
+export const SINK_MAX_BYTES = 16 * 1024 * 1024;
+
+interface Queued {
+  event: EventInput;
+  bytes: number;
+}
 
 /**
- * The runner's ordered, at-least-once event pipeline. Each event gets a key unique to this
- * attempt (`<attempt>:<n>`), so a batch retried after a lost response is de-duplicated by the
- * manager. One request carrying events is out at a time, which keeps seq order equal to push
- * order; the agent never waits for the manager (events queue while a batch is in flight).
+ * The runner's ordered, exactly-once event pipeline. Each event gets a key unique to this
+ * attempt (`<attempt>:<n>`), so a batch sent again after a lost answer is de-duplicated by
+ * the manager. One request carrying events is out at a time, which keeps seq order equal to
+ * push order; the agent never waits for the manager (events queue while a batch is in flight).
+ *
+ * When the manager cannot take a batch (refused for load, 5xx, timeout, no connection) the
+ * events stay at the head of the buffer and go again after a backoff with full jitter (at
+ * least the Retry-After), re-batched with what came meanwhile, so a throttled runner sends
+ * fewer, larger batches. The period is reported as a `runner.throttled` system event once
+ * calls go through again. A batch the manager refuses for good (lease lost, invalid) is
+ * dropped and the first such error is thrown by `flush`.
  */
 export class EventSink {
-  #queue: EventInput[] = [];
+  #queue: Queued[] = [];
+  #bytes = 0;
   #counter = 0;
   #inflight: Promise<void> | null = null;
   #timer: NodeJS.Timeout | null = null;
   #failure: Error | null = null;
   /** Set while a carrier (see `carry`) holds the pipeline: no batch is sent meanwhile. */
   #held: Promise<void> | null = null;
+  #pressure = false;
+  #pressureSince = 0;
+  #pausedMs = 0;
+  #bufferedMax = 0;
+  #onPressure: ((full: boolean) => void) | null = null;
 
   constructor(
     private readonly client: ManagerClient,
     private readonly runnerId: string,
     private readonly keyPrefix: string,
-  ) {}
+  ) {
+    client.throttling.onRecovered((period) => this.#reportThrottled(period));
+  }
+
+  /** Events buffered and not yet stored. */
+  get buffered(): number {
+    return this.#queue.length;
+  }
+
+  /** Told when the buffer passes its bound (pause producing) and when it has room again. */
+  onPressure(listener: (full: boolean) => void): void {
+    this.#onPressure = listener;
+  }
 
   push(event: NewRunnerEvent): void {
-    this.#queue.push({
+    const full: EventInput = {
       ...event,
       key: `${this.keyPrefix}:${++this.#counter}`,
       observedAt: event.observedAt ?? new Date().toISOString(),
-    });
+    };
+    const bytes = JSON.stringify(full).length;
+    this.#queue.push({ event: full, bytes });
+    this.#bytes += bytes;
+    this.#bufferedMax = Math.max(this.#bufferedMax, this.#queue.length);
+    if (!this.#pressure && (this.#queue.length > SINK_MAX_EVENTS || this.#bytes > SINK_MAX_BYTES))
+      this.#setPressure(true);
     if (this.#held) return; // sent when the carrier is done
     if (this.#queue.length >= MAX_BATCH) void this.#drain();
     else this.#timer ??= setTimeout(() => void this.#drain(), LINGER_MS);
@@ -66,7 +110,7 @@ export class EventSink {
         else if (this.#queue.length > MAX_EVENTS_PER_APPEND) await this.#drain(true);
         else break;
       }
-      return await send(this.#queue.splice(0));
+      return await send(this.#take(this.#queue.length).map((q) => q.event));
     } finally {
       this.#held = null;
       release();
@@ -85,20 +129,82 @@ export class EventSink {
     this.#clearTimer();
     if (this.#inflight) return this.#inflight;
     if (this.#queue.length === 0 || (this.#held && !byCarrier)) return Promise.resolve();
-    const batch = this.#queue.splice(0, MAX_BATCH);
-    this.#inflight = this.client
-      .append(this.runnerId, batch)
-      .then(
-        () => undefined,
-        (error: unknown) => {
-          // Retries are exhausted or the lease was lost: keep the first error for flush().
-          this.#failure ??= error instanceof Error ? error : new Error(String(error));
-        },
-      )
-      .finally(() => {
-        this.#inflight = null;
-        if (this.#queue.length > 0 && !this.#held) void this.#drain();
-      });
+    this.#inflight = this.#send(byCarrier).finally(() => {
+      this.#inflight = null;
+      if (this.#queue.length > 0 && !this.#held) void this.#drain();
+    });
     return this.#inflight;
+  }
+
+  /**
+   * Batches from the head of the buffer until it is empty (a carrier's: until what is left
+   * fits its request). A batch leaves the buffer once stored, or once refused for good.
+   */
+  async #send(byCarrier: boolean): Promise<void> {
+    let attempt = 0;
+    let since = 0;
+    // A carrier taking over stops the plain batches: what is left rides with its request.
+    while (
+      this.#queue.length > (byCarrier ? MAX_EVENTS_PER_APPEND : 0) &&
+      (byCarrier || !this.#held)
+    ) {
+      const batch = this.#queue.slice(0, MAX_BATCH).map((q) => q.event);
+      try {
+        await this.client.appendOnce(this.runnerId, batch);
+        this.#take(batch.length);
+        if (attempt > 0) this.client.throttling.recovered();
+        attempt = 0;
+        since = 0;
+      } catch (error) {
+        const why = retryable(error);
+        since ||= Date.now();
+        attempt += 1;
+        const waitMs = why ? backoffMs(BACKOFF.events, attempt, why.retryAfterMs) : 0;
+        if (!why || Date.now() + waitMs - since > BACKOFF.events.giveUpAfterMs) {
+          // Refused for good (the lease was lost, the run ended) or given up: keep the first error.
+          this.#failure ??= toError(error);
+          this.#take(batch.length);
+          attempt = 0;
+          since = 0;
+          continue;
+        }
+        this.client.throttling.note({ kind: 'events', reason: why.reason, attempt, waitMs });
+        await sleep(waitMs);
+      }
+    }
+  }
+
+  #take(count: number): Queued[] {
+    const taken = this.#queue.splice(0, count);
+    for (const q of taken) this.#bytes -= q.bytes;
+    if (
+      this.#pressure &&
+      this.#queue.length <= SINK_MAX_EVENTS / 2 &&
+      this.#bytes <= SINK_MAX_BYTES / 2
+    )
+      this.#setPressure(false);
+    return taken;
+  }
+
+  #setPressure(full: boolean): void {
+    this.#pressure = full;
+    if (full) this.#pressureSince = Date.now();
+    else this.#pausedMs += Date.now() - this.#pressureSince;
+    this.#onPressure?.(full);
+  }
+
+  /** The run's own record of a throttled period, sent with the next batch. */
+  #reportThrottled(period: ThrottledPeriod): void {
+    this.push({
+      category: 'system',
+      name: EVENT_NAMES.throttled,
+      data: {
+        ...period,
+        bufferedEventsMax: this.#bufferedMax,
+        producerPausedMs: this.#pausedMs,
+      },
+    });
+    this.#bufferedMax = this.#queue.length;
+    this.#pausedMs = 0;
   }
 }

@@ -5,3 +5,7 @@
 export * from './agent/index.js';
 export * from './assembly/index.js';
 export { loadRunnerConfig, type RunnerConfig } from './config.js';
+export { EventSink, SINK_MAX_BYTES, SINK_MAX_EVENTS, type NewRunnerEvent } from './event-sink.js';
+export { ManagerClient } from './manager-client.js';
+export { BACKOFF, backoffMs, retryable, withRetry, type CallKind } from './retry.js';
+export { ThrottleLog, type ThrottledPeriod } from './throttling.js';

@@ -10,77 +10,82 @@ import {
   type Run,
   type RunnerRegisterBody,
   type RunnerRegistration,
+  type RequestOptions,
   type RunStatusBody,
 } from '@svc/contracts';
+import { BACKOFF, withRetry, type CallKind } from './retry.js';
+import { ThrottleLog } from './throttling.js';
 
 /**
  * The runner-facing API of the manager. Every call here is idempotent (event keys, same
- * status twice returns the current state), so connection failures and 5xx are retried with
- * backoff: up to about a minute until the run is claimed, then for as long as the lease would
- * last (`keepLease`), at most a heartbeat interval apart. A manager restart or outage shorter
- * than the lease does not lose a runner; a longer one ends it, and the run is replaced.
+ * status twice returns the current state), so a call the manager could not answer (refused
+ * for load, 5xx, timeout, no connection) is tried again under the runner's one retry policy
+ * (retry.ts): a manager restart or overload does not lose a runner. Each retry is noted in
+ * `throttling`. An append is tried once here: the event sink owns its retries (it re-batches).
  */
 export class ManagerClient {
-  api: ApiClient;
+  readonly api: ApiClient;
+  readonly throttling = new ThrottleLog();
   /** From the last granted claim; proves lease ownership on every fenced call. */
   #leaseToken: string | null = null;
 
   constructor(
-    private readonly baseUrl: string,
-    private readonly token: string | null,
+    baseUrl: string,
+    token: string | null,
     readonly runId: string,
   ) {
-    this.api = new ApiClient({
-      baseUrl,
-      token,
-      timeoutMs: 40_000,
-      retry: { attempts: 12, baseDelayMs: 100, maxDelayMs: 10_000 },
-    });
+    this.api = new ApiClient({ baseUrl, token });
   }
 
-  /** From the claim on: retry each call while the lease it keeps would still be valid. */
-  keepLease(leaseTtlMs: number, heartbeatIntervalMs: number): void {
-    this.api = new ApiClient({
-      baseUrl: this.baseUrl,
-      token: this.token,
-      timeoutMs: 40_000,
-      retry: {
-        attempts: Number.MAX_SAFE_INTEGER,
-        baseDelayMs: 100,
-        maxDelayMs: Math.min(10_000, Math.max(250, heartbeatIntervalMs)),
-        budgetMs: leaseTtlMs,
+  /** One call under the retry policy of its kind. */
+  #call<T>(
+    kind: CallKind,
+    method: string,
+    path: string,
+    body?: unknown,
+    options: RequestOptions = {},
+  ): Promise<T> {
+    return withRetry(
+      kind,
+      (timeoutMs) =>
+        this.api.request<T>(method, path, body, {
+          ...options,
+          timeoutMs: timeoutMs + (options.timeoutMs ?? 0),
+        }),
+      {
+        ...(options.signal ? { signal: options.signal } : {}),
+        onRetry: (note) => this.throttling.note(note),
+        onRecovered: () => this.throttling.recovered(),
       },
-    });
+    );
   }
 
   register(body: RunnerRegisterBody): Promise<RunnerRegistration> {
-    return this.api.request('POST', '/api/v1/runners/register', body, { retry: true });
+    return this.#call('control', 'POST', '/api/v1/runners/register', body);
   }
 
   async claim(runnerId: string, attemptId: string | null): Promise<ClaimResponse> {
-    const granted = await this.api.request<ClaimResponse>(
+    const granted = await this.#call<ClaimResponse>(
+      'lease',
       'POST',
       `/api/v1/runs/${this.runId}/claim`,
       { runnerId, attemptId, mode: 'replacement' },
-      { retry: true },
     );
     this.#leaseToken = granted.leaseToken;
     return granted;
   }
 
-  /** Options of a lease-fenced call: retried, with the lease token header once claimed. */
-  #fenced(): { retry: true; headers: Record<string, string> } {
-    return {
-      retry: true,
-      headers: this.#leaseToken ? { 'x-lease-token': this.#leaseToken } : {},
-    };
+  /** Options of a lease-fenced call: the lease token header once claimed. */
+  #fenced(): { headers: Record<string, string> } {
+    return { headers: this.#leaseToken ? { 'x-lease-token': this.#leaseToken } : {} };
   }
 
   heartbeat(
     runnerId: string,
     activity: { at: number; kind: string } | null,
   ): Promise<LeaseResponse> {
-    return this.api.request(
+    return this.#call(
+      'lease',
       'PATCH',
       `/api/v1/runs/${this.runId}/lease`,
       {
@@ -99,16 +104,18 @@ export class ManagerClient {
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<PollResponse> {
-    return this.api.request('GET', `/api/v1/runs/${this.runId}/commands`, undefined, {
+    return this.#call('poll', 'GET', `/api/v1/runs/${this.runId}/commands`, undefined, {
       ...this.#fenced(),
-      timeoutMs: waitMs + 15_000,
+      // Added to the policy's timeout: the wait itself is not a slow answer.
+      timeoutMs: waitMs,
       query: { runnerId, afterSeq, waitMs, limit: 50 },
       ...(signal ? { signal } : {}),
     });
   }
 
   ack(runnerId: string, commandId: string): Promise<Command> {
-    return this.api.request(
+    return this.#call(
+      'control',
       'POST',
       `/api/v1/commands/${commandId}/ack`,
       { runnerId },
@@ -117,20 +124,33 @@ export class ManagerClient {
   }
 
   commandStatus(commandId: string, body: CommandStatusBody): Promise<Command> {
-    return this.api.request('PATCH', `/api/v1/commands/${commandId}/status`, body, this.#fenced());
-  }
-
-  append(runnerId: string, events: EventInput[]): Promise<EventAppendResponse> {
-    return this.api.request(
-      'POST',
-      `/api/v1/runs/${this.runId}/events`,
-      { runnerId, events },
+    return this.#call(
+      'control',
+      'PATCH',
+      `/api/v1/commands/${commandId}/status`,
+      body,
       this.#fenced(),
     );
   }
 
+  /** One attempt, with the events policy's timeout (event-sink.ts retries). */
+  appendOnce(runnerId: string, events: EventInput[]): Promise<EventAppendResponse> {
+    return this.api.request(
+      'POST',
+      `/api/v1/runs/${this.runId}/events`,
+      { runnerId, events },
+      { ...this.#fenced(), timeoutMs: BACKOFF.events.timeoutMs },
+    );
+  }
+
   runStatus(body: RunStatusBody): Promise<Run> {
-    return this.api.request('PATCH', `/api/v1/runs/${this.runId}/status`, body, this.#fenced());
+    return this.#call(
+      'control',
+      'PATCH',
+      `/api/v1/runs/${this.runId}/status`,
+      body,
+      this.#fenced(),
+    );
   }
 
   refreshSessionStorage(
@@ -138,7 +158,8 @@ export class ManagerClient {
     runnerId: string,
     summary: { sizeBytes: number; filesCount: number; sha256: string },
   ): Promise<unknown> {
-    return this.api.request(
+    return this.#call(
+      'control',
       'POST',
       `/api/v1/sessions/${sessionId}/storage/refresh`,
       { runnerId, ...summary },
@@ -147,6 +168,6 @@ export class ManagerClient {
   }
 
   getRun(): Promise<Run> {
-    return this.api.request('GET', `/api/v1/runs/${this.runId}`, undefined, { retry: true });
+    return this.#call('control', 'GET', `/api/v1/runs/${this.runId}`);
   }
 }

@@ -41,7 +41,16 @@ export class RunContext {
   ) {
     const ref = run.workspaceRef;
     this.workspaceDir = ref.kind === 'host-path' ? ref.path : config.workspaceDir;
+    // A full event buffer holds the agent's output until the manager has taken enough.
+    sink.onPressure((full) => {
+      this.#outputHeld = full;
+      this.agent?.holdOutput(full);
+      if (full)
+        this.log.warn('event buffer full: holding the agent output', { buffered: sink.buffered });
+    });
   }
+
+  #outputHeld = false;
 
   get hasSessionVolume(): boolean {
     return this.config.session !== null;
@@ -191,6 +200,7 @@ export class RunContext {
       redactor: this.redactor,
       turnDefaults: { idleTimeoutMs: this.policy.timeoutMs },
     });
+    if (this.#outputHeld) this.agent.holdOutput(true);
     this.sink.push({
       commandId,
       category: 'backend_status',

@@ -121,7 +121,6 @@ export class Runner {
       }
       throw error;
     }
-    this.client.keepLease(registration.leaseTtlMs, registration.heartbeatIntervalMs);
     this.#sink = new EventSink(this.client, this.runnerId, this.config.attemptId ?? this.runnerId);
     this.#sink.push({
       category: 'system',

@@ -29,6 +29,8 @@ export const EVENT_NAMES = {
   idleTimeout: 'turn.idle-timeout',
   /** The manager: a runner's Job ended while it held the lease, which is released. */
   runnerLost: 'runner.lost',
+  /** The runner's calls were refused for load or went unanswered for a while (docs/operations.md). */
+  throttled: 'runner.throttled',
 } as const;
 
 export const EventEnvelope = Type.Object(

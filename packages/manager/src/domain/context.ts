@@ -6,6 +6,7 @@ import type { Db } from '../store/db.js';
 import type { Executor, RunRow, Tx } from '../store/runs.js';
 import type { Wakeups } from '../store/wakeups.js';
 import type { WatchSlots } from './runs/watch-slots.js';
+import type { WriteLanes } from '../store/lanes.js';
 
 /**
  * What a domain operation may use. Passed explicitly so a test can build one around a real
@@ -21,6 +22,11 @@ export interface Ctx {
   readonly hooks: DomainHooks;
   /** The process's bound on client long-polls and event streams. */
   readonly watches: WatchSlots;
+  /**
+   * The lease lane's connections and the coalesced writers (store/lanes.ts); absent: every
+   * write on `db`, one request per commit.
+   */
+  readonly lanes?: WriteLanes;
 }
 
 /**

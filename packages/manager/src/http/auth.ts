@@ -26,6 +26,8 @@ export interface AuthSettings {
   apiKeys: readonly string[];
   deploymentMode: 'local' | 'runtime';
   db: Db;
+  /** The lease lane's connections: a renewal's or claim's caller is looked up there. */
+  leaseDb?: Db;
 }
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
@@ -64,7 +66,9 @@ export function installAuth(scope: FastifyInstance, settings: AuthSettings): voi
     const token = bearer(request.headers.authorization);
     if (token?.startsWith(RUNNER_TOKEN_PREFIX)) {
       const found = await findRunnerCaller(
-        settings.db,
+        request.routeOptions.config.lane === 'lease'
+          ? (settings.leaseDb ?? settings.db)
+          : settings.db,
         token,
         request.params as Record<string, unknown>,
       );

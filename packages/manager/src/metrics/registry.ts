@@ -105,3 +105,29 @@ for (const outcome of ['granted', 'conflict']) leaseClaims.inc({ outcome }, 0);
 for (const stage of ['launch', 'run']) runnerJobsFailed.inc({ stage }, 0);
 for (const kind of ['long-poll', 'stream'])
   for (const outcome of ['accepted', 'refused']) clientWatches.inc({ kind, outcome }, 0);
+
+export const admissionRefused = new Counter({
+  name: 'svc_admission_refused_total',
+  help: 'Requests refused with 503 because they would have waited past the queue-time budget, by lane (runner, client) and reason (queue, event-loop)',
+  labelNames: ['lane', 'reason'] as const,
+  registers: [registry],
+});
+
+export const admissionInFlight = new Gauge({
+  name: 'svc_admission_in_flight',
+  help: 'Requests holding a place of their lane now (lease, runner, client)',
+  labelNames: ['lane'] as const,
+  registers: [registry],
+});
+
+export const writeGroupSize = new Histogram({
+  name: 'svc_write_group_size',
+  help: 'Requests per coalesced write (one statement and one commit), by kind (append, renewal)',
+  labelNames: ['kind'] as const,
+  buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+  registers: [registry],
+});
+
+for (const lane of ['runner', 'client'])
+  for (const reason of ['queue', 'event-loop']) admissionRefused.inc({ lane, reason }, 0);
+for (const lane of ['lease', 'runner', 'client']) admissionInFlight.set({ lane }, 0);

@@ -20,6 +20,7 @@ import type { Ctx } from '../domain/context.js';
 import { reportRunStatus } from '../domain/runs/run-status.js';
 import { claimRun, heartbeat, pollCommands, registerRunner } from '../domain/runs/runners.js';
 import { ROUTINE } from '../http/request-log.js';
+import { LEASE_LANE } from '../http/admission.js';
 import { openWaits } from '../metrics/registry.js';
 import { eventsWakeKey } from '../store/wakeups.js';
 import {
@@ -49,17 +50,18 @@ export function runnerRoutes(app: App, ctx: Ctx): void {
   app.post(
     '/api/v1/runs/:runId/claim',
     {
-      config: RUNNER,
+      config: { ...RUNNER, ...LEASE_LANE },
       schema: { params: RunParams, body: ClaimBody, response: { 200: ClaimResponse, ...errors } },
     },
     async (request) => claimRun(ctx, request.params.runId, request.body),
   );
 
   // Heartbeats and polls come every few seconds from every runner: routine request lines.
+  // Renewals and claims are the lease lane: served first, never refused for load.
   app.patch(
     '/api/v1/runs/:runId/lease',
     {
-      config: { ...RUNNER, ...ROUTINE },
+      config: { ...RUNNER, ...ROUTINE, ...LEASE_LANE },
       schema: { params: RunParams, body: LeaseBody, response: { 200: LeaseResponse, ...errors } },
     },
     async (request) => heartbeat(ctx, request.params.runId, request.body, leaseTokenOf(request)),

@@ -9,12 +9,24 @@ import type { PoolStats } from '../metrics/store-gauges.js';
 import { WAKE_CHANNEL, Wakeups } from './wakeups.js';
 
 export type StoreConfig =
-  { kind: 'postgres'; url: string; poolSize: number } | { kind: 'pglite'; dataDir: string };
+  | {
+      kind: 'postgres';
+      url: string;
+      poolSize: number;
+      /** Connections of the lease lane (renewals, claims); 0: they share the main pool. */
+      leasePoolSize?: number;
+    }
+  | { kind: 'pglite'; dataDir: string };
 
 export type Db = Kysely<Database>;
 
 export interface Store {
   readonly db: Db;
+  /**
+   * Lease renewals and claims: a small pool of their own, so a busy main pool never delays
+   * them past a lease's TTL. The same as `db` on the embedded store (one connection).
+   */
+  readonly leaseDb: Db;
   readonly kind: StoreConfig['kind'];
   readonly wakeups: Wakeups;
   /** Connections of the pool (none for the embedded store). */
@@ -35,17 +47,26 @@ async function openPostgres(
   config: Extract<StoreConfig, { kind: 'postgres' }>,
   logger: Logger,
 ): Promise<Store> {
-  const pool = new pg.Pool({
-    connectionString: config.url,
-    max: config.poolSize,
-    // Short indexed queries: parallel workers cost more to start than they save, and index
-    // order scans (newest event first) should win over sequential scans on SSD storage.
-    options: '-c max_parallel_workers_per_gather=0 -c random_page_cost=1.1',
-  });
-  // An idle client losing its connection must not crash the process; the pool replaces it.
-  pool.on('error', (error) => logger.warn({ err: error.message }, 'store connection lost'));
-  pool.on('connect', prepareMarked);
+  const openPool = (max: number) => {
+    const pool = new pg.Pool({
+      connectionString: config.url,
+      max,
+      // Short indexed queries: parallel workers cost more to start than they save, and index
+      // order scans (newest event first) should win over sequential scans on SSD storage.
+      options: '-c max_parallel_workers_per_gather=0 -c random_page_cost=1.1',
+    });
+    // An idle client losing its connection must not crash the process; the pool replaces it.
+    pool.on('error', (error) => logger.warn({ err: error.message }, 'store connection lost'));
+    pool.on('connect', prepareMarked);
+    return pool;
+  };
+  const pool = openPool(config.poolSize);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const leaseSize = config.leasePoolSize ?? 0;
+  const leaseDb =
+    leaseSize > 0
+      ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: openPool(leaseSize) }) })
+      : db;
   const wakeups = new Wakeups();
   const listener = new WakeListener(config.url, wakeups, logger);
   await listener.start();
@@ -54,6 +75,7 @@ async function openPostgres(
   });
   return {
     db,
+    leaseDb,
     kind: 'postgres',
     wakeups,
     poolStats: () => ({
@@ -64,6 +86,7 @@ async function openPostgres(
     ping: () => ping(db),
     close: async () => {
       await listener.stop();
+      if (leaseDb !== db) await leaseDb.destroy();
       await db.destroy();
     },
   };
@@ -92,6 +115,7 @@ async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Pro
   }
   return {
     db,
+    leaseDb: db,
     kind: 'pglite',
     wakeups,
     poolStats: () => null,

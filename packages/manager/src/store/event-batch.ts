@@ -3,11 +3,13 @@ import { json } from './json.js';
 
 /**
  * A batch of new events as the one-statement writers take it: the rows and the per-command
- * counters as JSON, each row and each command's last event by its 1-based place in the batch
- * (`i`, `last_i`), so the writer that holds the run's last seq turns places into seqs.
+ * counters, each row and each command's last event by its 1-based place in the batch (`i`,
+ * `last_i`), so the writer that holds the run's last seq turns places into seqs. As JSON text
+ * (`rows`, `counts`) for a call of one batch, as values (`rowList`, `countList`) to nest in
+ * the JSON of a group.
  */
 export function eventBatch(events: readonly NewEvent[]) {
-  const rows = events.map((e, i) => ({
+  const rowList = events.map((e, i) => ({
     i: i + 1,
     command_id: e.commandId,
     category: e.category,
@@ -25,9 +27,16 @@ export function eventBatch(events: readonly NewEvent[]) {
     entry.last_i = i + 1;
     counts.set(e.commandId, entry);
   });
+  const countList = [...counts.values()];
   return {
-    rows: json(rows),
-    counts: json([...counts.values()]),
+    get rows() {
+      return json(rowList);
+    },
+    get counts() {
+      return json(countList);
+    },
+    rowList,
+    countList,
     commandIds: [...counts.keys()],
   };
 }

@@ -100,6 +100,15 @@ export class JsonRpcClient {
     return this.#closed;
   }
 
+  /**
+   * Stop reading the child's output (true) or read on (false). While stopped, its pipe fills
+   * and the child waits on its writes: backpressure from a consumer that cannot keep up.
+   */
+  pauseReading(paused: boolean): void {
+    if (paused) this.#child.stdout.pause();
+    else this.#child.stdout.resume();
+  }
+
   get pendingCount(): number {
     return this.#pending.size;
   }

@@ -62,10 +62,14 @@ export type TurnHandle = Pick<
   | 'lastActivityKind'
 >;
 
+/** The activity kind recorded while the runner holds the agent's output. */
+export const HELD_ACTIVITY = 'runner-backpressure';
+
 export class CodexAgent {
   readonly process: CodexProcess;
   readonly redactor: Redactor;
   #turns = new Map<string, TurnRun>();
+  #holding: NodeJS.Timeout | null = null;
   #defaults: CodexAgentOptions['turnDefaults'];
 
   private constructor(process: CodexProcess, options: CodexAgentOptions) {
@@ -83,6 +87,8 @@ export class CodexAgent {
     });
     rpc.onServerRequest((request) => this.#answer(request));
     rpc.onClose((reason) => {
+      if (this.#holding) clearInterval(this.#holding);
+      this.#holding = null;
       const tail = scrubText(process.rpc.stderr.tail(1024), this.redactor);
       for (const turn of [...this.#turns.values()]) turn.agentClosed(reason, tail);
     });
@@ -184,6 +190,27 @@ export class CodexAgent {
   /** SIGKILL the agent and every process it started. */
   killTree(): number[] {
     return this.process.killTree();
+  }
+
+  /**
+   * Hold the agent's output (true) while the runner cannot pass it on (its event buffer is
+   * full), release it (false). The agent then waits on its own writes; that wait is the
+   * runner's, not the agent's idleness, so it counts as activity for the idle budget.
+   */
+  holdOutput(held: boolean): void {
+    if (held === (this.#holding !== null)) return;
+    this.process.rpc.pauseReading(held);
+    if (!held) {
+      clearInterval(this.#holding!);
+      this.#holding = null;
+      return;
+    }
+    const touch = () => {
+      for (const turn of this.#turns.values()) turn.touch(HELD_ACTIVITY);
+    };
+    touch();
+    this.#holding = setInterval(touch, 1000);
+    this.#holding.unref();
   }
 
   async #begin(

@@ -6,7 +6,7 @@ import {
   type EventInput,
   type EventPage,
 } from '@svc/contracts';
-import { appendFresh } from '../../store/append-fresh.js';
+import { appendFresh, isPlainBatch, type FreshAppend } from '../../store/append-fresh.js';
 import { commandIdsOfRun, pageEvents, type NewEvent } from '../../store/events.js';
 import { eventsWakeKey } from '../../store/wakeups.js';
 import { eventsAppended } from '../../metrics/registry.js';
@@ -20,8 +20,9 @@ import { toEvent } from './records.js';
 import { getRunRow, lockRunOrThrow } from './runs.js';
 
 /**
- * Runner append. One transaction per batch: the batch lands whole, in array order, or not at
- * all, and a retry of a batch (same keys) returns the seqs of the first attempt.
+ * Runner append. The batch lands whole, in array order, or not at all (alone or inside a group
+ * commit with other runs' batches), and a retry of a batch (same keys) returns the seqs of the
+ * first attempt.
  */
 export async function appendEvents(
   ctx: Ctx,
@@ -30,17 +31,21 @@ export async function appendEvents(
   leaseToken: string | undefined,
 ): Promise<EventAppendResponse> {
   const events = runnerEvents(body.events);
-  // The plain batch (lease held, new keys, the run's commands) is one call and one commit;
-  // anything else takes the general path below, which explains a refusal or returns the seqs
-  // a retried batch was given.
-  const first = await appendFresh(
-    ctx.db,
+  // The plain batch (lease held, new keys, the run's commands) is one call and one commit,
+  // shared with other runners' batches that arrive meanwhile; anything else takes the general
+  // path below, which explains a refusal or returns the seqs a retried batch was given.
+  const fresh: FreshAppend = {
     runId,
-    body.runnerId,
-    leaseToken === undefined ? null : tokenHash(leaseToken),
+    runnerId: body.runnerId,
+    tokenHash: leaseToken === undefined ? null : tokenHash(leaseToken),
     events,
-    eventsWakeKey(runId),
-  );
+    wakeKey: eventsWakeKey(runId),
+  };
+  const appends = ctx.lanes?.appends;
+  const first =
+    appends && isPlainBatch(events)
+      ? await appends.submit(fresh)
+      : await appendFresh(ctx.db, fresh);
   const result =
     first !== null
       ? freshlyWritten(events, first)

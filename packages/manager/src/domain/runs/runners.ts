@@ -24,7 +24,7 @@ import { mintLeaseToken, tokenHash } from '../caller-tokens.js';
 import { assertLeaseOwner, leaseConflict, ownerDetails } from './lease-checks.js';
 import { toCommand } from './records.js';
 import { getRun, getRunRow, isTerminalRun, lockRunOrThrow } from './runs.js';
-import { PREPARED } from '../../store/prepared.js';
+import { renewLease, type Renewal } from '../../store/heartbeats.js';
 
 export async function registerRunner(
   ctx: Ctx,
@@ -79,7 +79,9 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
   // Every grant, even to the same runner again, gets a fresh token: an earlier claim's token
   // (a duplicate or restarted process using the same runnerId) is fenced out from here on.
   const leaseToken = mintLeaseToken();
-  const outcome = await ctx.db.transaction().execute(async (trx) => {
+  // On the lease lane: a claim waits for no append or read of a busy main pool.
+  const db = ctx.lanes?.leaseDb ?? ctx.db;
+  const outcome = await db.transaction().execute(async (trx) => {
     const run = await lockRunOrThrow(trx, runId);
     if (isTerminalRun(run.state))
       throw new ServiceError(
@@ -174,7 +176,7 @@ export async function claimRun(ctx: Ctx, runId: string, body: ClaimBody): Promis
     leaseTakeovers.inc();
   }
   return {
-    run: await getRun(ctx, runId),
+    run: await getRun({ db }, runId),
     lease: leaseGrant(run, ttl),
     leaseToken,
     recovered: outcome.previousOwner !== null,
@@ -195,11 +197,8 @@ function leaseGrant(run: RunRow, ttlMs: number) {
 
 /**
  * Heartbeat: extends the lease of its owner and hands back the run's control signals, in one
- * statement (one round trip, one commit). A lease renewal is re-derivable after a crash (the
- * runner renews again within its TTL, and a lost renewal at worst lets a lease lapse early, which
- * the claim protocol already handles), so its commit skips the synchronous WAL flush: the
- * setting is local to this statement's transaction and reverts at its end. Nothing else written
- * here needs durability.
+ * statement (store/heartbeats.ts), on the lease lane's connections; renewals arriving together
+ * share one statement and one commit.
  */
 export async function heartbeat(
   ctx: Ctx,
@@ -208,28 +207,18 @@ export async function heartbeat(
   leaseToken: string | undefined,
 ): Promise<LeaseResponse> {
   const ttl = ctx.config.leaseTtlMs;
-  const activity = body.lastActivityAt ? new Date(body.lastActivityAt) : null;
-  // Runner clocks are not trusted beyond the database clock.
-  const activitySet = activity
-    ? sql`, last_activity_at = least(now(), greatest(last_activity_at, ${activity}::timestamptz)),
-         last_activity_kind = ${body.lastActivityKind ?? 'agent-notification'}`
-    : sql``;
-  const { rows } = await sql<RunRow & { cancelled_command_ids: string[] }>`${PREPARED}
-    WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true) AS setting)
-    UPDATE runs SET
-      lease_expires_at = now() + make_interval(secs => ${ttl / 1000}),
-      heartbeat_at = now(),
-      updated_at = now() ${activitySet}
-    FROM relaxed
-    WHERE run_id = ${runId} AND lease_owner = ${body.runnerId}
-      -- Fenced in the same statement: a token never issued cannot match any stored hash.
-      AND lease_token_hash = ${tokenHash(leaseToken ?? '')}
-    RETURNING runs.*, ARRAY(
-      SELECT c.command_id FROM commands c
-      WHERE c.run_id = runs.run_id AND c.state = 'cancelled' AND c.delivered_at IS NOT NULL
-      ORDER BY c.terminal_at DESC LIMIT 50
-    ) AS cancelled_command_ids`.execute(ctx.db);
-  const updated = rows[0];
+  const renewal: Renewal = {
+    runId,
+    runnerId: body.runnerId,
+    tokenHash: tokenHash(leaseToken ?? ''),
+    ttlMs: ttl,
+    activityAt: body.lastActivityAt ? new Date(body.lastActivityAt) : null,
+    activityKind: body.lastActivityKind ?? null,
+  };
+  const renewals = ctx.lanes?.renewals;
+  const updated = renewals
+    ? await renewals.submit(renewal)
+    : await renewLease(ctx.lanes?.leaseDb ?? ctx.db, renewal);
   if (!updated) throw leaseConflict(await getRunRow(ctx, runId));
   return {
     lease: leaseGrant(updated, ttl),

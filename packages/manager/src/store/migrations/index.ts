@@ -16,6 +16,7 @@ import * as createFunction from './0017-create-function.js';
 import * as commanderFunction from './0018-commander-function.js';
 import * as eventsWatch from './0019-events-watch.js';
 import * as liveRunnerJobs from './0020-live-runner-jobs.js';
+import * as appendGroups from './0021-append-groups.js';
 import * as runActivity from './0023-run-activity.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
@@ -37,6 +38,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0018-commander-function': commanderFunction,
   '0019-events-watch': eventsWatch,
   '0020-live-runner-jobs': liveRunnerJobs,
+  '0021-append-groups': appendGroups,
   '0023-run-activity': runActivity,
 };
 
