@@ -46,6 +46,10 @@ async function startJudges(ctx: Ctx, deps: QueueDeps): Promise<void> {
       AND t.state IN ('running', 'completed')
       AND a.run_id IS NOT NULL AND a.command_id IS NOT NULL
       AND NOT EXISTS (SELECT 1 FROM queue_judge_runs j WHERE j.attempt_id = a.attempt_id)
+      -- The judge takes its task's slot once the attempt's runner has ended (its Job reported
+      -- so): the two never run at once, whatever the limit (the Job's end wakes this pass).
+      AND NOT EXISTS (SELECT 1 FROM runner_jobs rj
+        WHERE rj.run_id = a.run_id AND rj.phase IN ('pending', 'starting', 'running'))
     LIMIT 20`.execute(ctx.db);
   for (const row of due.rows) {
     const task = await findTask(ctx.db, row.task_id);
