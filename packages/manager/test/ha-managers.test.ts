@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,27 +6,19 @@ import { after, before, describe, it } from 'node:test';
 import {
   createTestStore,
   ensureTestTag,
-  freePort,
   realPostgresAvailable,
-  waitForHttp,
   waitForNoTaggedProcesses,
   type TestStore,
 } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
+import { startReplica as startManagerReplica, type Replica } from './manager-process.js';
 import { managerTemplate, runBody } from './helpers.js';
 import { call as httpCall } from './http-call.js';
 
 const skip = (await realPostgresAvailable())
   ? false
   : 'needs a PostgreSQL server for two processes';
-const SERVER = join(import.meta.dirname, '../dist/server.js');
 const tag = ensureTestTag();
-
-interface Replica {
-  child: ChildProcess;
-  url: string;
-  exited: Promise<number | null>;
-}
 
 /** Every status a runner saw: a drain must never show it a 5xx. */
 const statuses: number[] = [];
@@ -84,27 +75,12 @@ describe('several managers on one database', { skip }, () => {
   const replicas: Replica[] = [];
 
   async function startReplica(): Promise<Replica> {
-    assert.equal(store.kind, 'postgres');
-    const port = await freePort();
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      DATABASE_URL: store.kind === 'postgres' ? store.url : '',
-      PORT: String(port),
-      SVC_DATA_DIR: dir,
-      LOG_LEVEL: 'warn',
+    const replica = await startManagerReplica(store, dir, {
       SVC_SCHEDULER: 'off',
       SVC_DRAIN_DELAY_MS: '2000',
       SVC_DRAIN_TIMEOUT_MS: '10000',
-    };
-    delete env['SVC_API_KEY'];
-    const child = spawn(process.execPath, [SERVER], {
-      env,
-      stdio: ['ignore', 'ignore', 'inherit'],
     });
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    const replica = { child, url: `http://127.0.0.1:${port}`, exited };
     replicas.push(replica);
-    await waitForHttp(`${replica.url}/health/readiness`, 120_000);
     return replica;
   }
 

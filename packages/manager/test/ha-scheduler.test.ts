@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,14 +6,13 @@ import { after, before, describe, it } from 'node:test';
 import type { FakeKube } from '@svc/testkit';
 import {
   createTestStore,
-  freePort,
   realPostgresAvailable,
-  waitForHttp,
   type KubeObject,
   type TestStore,
 } from '@svc/testkit';
 import pg from 'pg';
 import { containerEnv, startFakeKube } from './kube-helpers.js';
+import { startReplica as startManagerReplica, type Replica } from './manager-process.js';
 import { managerTemplate } from './helpers.js';
 import { call } from './http-call.js';
 
@@ -28,7 +26,6 @@ import { call } from './http-call.js';
 const skip = (await realPostgresAvailable())
   ? false
   : 'needs a PostgreSQL server for two processes';
-const SERVER = join(import.meta.dirname, '../dist/server.js');
 const NAMESPACE = 'svc-v01';
 const TASKS = 1000;
 const TENANTS = ['tenant-a', 'tenant-b', 'tenant-c', 'tenant-d'];
@@ -36,12 +33,6 @@ const QUEUES = ['main', 'batch'];
 /** Every tenth task's first attempt fails as the provider being away: it is retried once. */
 const isFlaky = (i: number) => i % 10 === 3;
 const JOBS_PATH = /^\/apis\/batch\/v1\/namespaces\/[^/]+\/jobs$/;
-
-interface Replica {
-  child: ChildProcess;
-  url: string;
-  exited: Promise<number | null>;
-}
 
 /**
  * One runner's whole life against a replica, as the runner program speaks it: claim, poll,
@@ -103,14 +94,7 @@ describe('two schedulers on one database', { skip }, () => {
   const replicas: Replica[] = [];
 
   async function startReplica(): Promise<Replica> {
-    assert.equal(store.kind, 'postgres');
-    const port = await freePort();
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      DATABASE_URL: store.kind === 'postgres' ? store.url : '',
-      PORT: String(port),
-      SVC_DATA_DIR: dir,
-      LOG_LEVEL: 'warn',
+    const replica = await startManagerReplica(store, dir, {
       SVC_LAUNCHER: 'kubernetes',
       SVC_SECRET_STORE: 'kubernetes',
       SVC_KUBE_API_URL: fake.url,
@@ -121,16 +105,8 @@ describe('two schedulers on one database', { skip }, () => {
       SVC_SCHEDULER_SCAN_MS: '1000',
       SVC_RETRY_BACKOFF_MS: '200',
       SVC_DRAIN_DELAY_MS: '0',
-    };
-    delete env['SVC_API_KEY'];
-    const child = spawn(process.execPath, [SERVER], {
-      env,
-      stdio: ['ignore', 'ignore', 'inherit'],
     });
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    const replica = { child, url: `http://127.0.0.1:${port}`, exited };
     replicas.push(replica);
-    await waitForHttp(`${replica.url}/health/readiness`, 120_000);
     return replica;
   }
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,4 +164,47 @@ export async function commandDone(
 
 export async function eventsOf(m: ManagerProcess, runId: string): Promise<any[]> {
   return (await m.api('GET', `/api/v1/runs/${runId}/events?limit=1000`)).body.events;
+}
+
+/** A replica of a multi-manager test: one `dist/server.js` process on the shared database. */
+export interface Replica {
+  child: ChildProcess;
+  port: number;
+  url: string;
+  exited: Promise<number | null>;
+}
+
+/**
+ * Starts a replica without an API key (the tests call it as an open local service) and waits
+ * until it is ready; `env` adds to or overrides the defaults (database, port, data dir).
+ */
+export async function startReplica(
+  store: TestStore,
+  dataDir: string,
+  env: Record<string, string>,
+): Promise<Replica> {
+  assert.equal(store.kind, 'postgres');
+  const port = await freePort();
+  const full: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: store.kind === 'postgres' ? store.url : '',
+    PORT: String(port),
+    SVC_DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    ...env,
+  };
+  delete full['SVC_API_KEY'];
+  const child = spawn(process.execPath, [SERVER], {
+    env: full,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitForHttp(`${url}/health/readiness`, 120_000);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
+  return { child, port, url, exited };
 }

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,29 +9,22 @@ import {
   ensureTestTag,
   freePort,
   realPostgresAvailable,
-  waitForHttp,
   waitForNoTaggedProcesses,
   type TestStore,
 } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
+import { startReplica as startManagerReplica, type Replica } from './manager-process.js';
 import { managerTemplate, runBody } from './helpers.js';
 
 const skip = (await realPostgresAvailable())
   ? false
   : 'needs a PostgreSQL server for two processes';
-const SERVER = join(import.meta.dirname, '../dist/server.js');
 const tag = ensureTestTag();
 /** Far above the drain (delay + timeout below): a client wait must not decide when it ends. */
 const CLIENT_WAIT_MS = 10_000;
 const DRAIN_DELAY_MS = 1500;
 // Above the keep-alive timeout the replica advertises (5 s): an idle connection is left to it.
 const DRAIN_TIMEOUT_MS = 8000;
-
-interface Replica {
-  child: ChildProcess;
-  port: number;
-  exited: Promise<number | null>;
-}
 
 /**
  * The Service in front of the replicas, as kube-proxy makes it: each new connection goes to a
@@ -102,26 +94,12 @@ describe('a rolling restart under load', { skip }, () => {
   const replicas: Replica[] = [];
 
   async function startReplica(): Promise<Replica> {
-    const port = await freePort();
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      DATABASE_URL: store.kind === 'postgres' ? store.url : '',
-      PORT: String(port),
-      SVC_DATA_DIR: dir,
-      LOG_LEVEL: 'warn',
+    const replica = await startManagerReplica(store, dir, {
       SVC_SCHEDULER: 'off',
       SVC_DRAIN_DELAY_MS: String(DRAIN_DELAY_MS),
       SVC_DRAIN_TIMEOUT_MS: String(DRAIN_TIMEOUT_MS),
-    };
-    delete env['SVC_API_KEY'];
-    const child = spawn(process.execPath, [SERVER], {
-      env,
-      stdio: ['ignore', 'ignore', 'inherit'],
     });
-    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    const replica = { child, port, exited };
     replicas.push(replica);
-    await waitForHttp(`http://127.0.0.1:${port}/health/readiness`, 120_000);
     return replica;
   }
 
