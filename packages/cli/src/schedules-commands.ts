@@ -37,8 +37,7 @@ async function template(flags: TemplateFlags): Promise<Record<string, unknown>> 
     ...(flags.backendProfile !== undefined ? { backendProfile: flags.backendProfile } : {}),
     ...(flags.maxAttempts !== undefined ? { maxAttempts: flags.maxAttempts } : {}),
   };
-  if (prompt !== undefined)
-    task['payload'] = { ...((base['payload'] as object | undefined) ?? {}), prompt };
+  if (prompt !== undefined) task['payload'] = { ...(base['payload'] ?? {}), prompt };
   const missing = ['tenantId', 'projectId', 'queue', 'title'].filter((k) => task[k] === undefined);
   if (task['payload'] === undefined) missing.push('prompt');
   if (missing.length > 0)
@@ -48,6 +47,7 @@ async function template(flags: TemplateFlags): Promise<Record<string, unknown>> 
   return task;
 }
 
+const titleOf = (s: Schedule) => (typeof s.task['title'] === 'string' ? s.task['title'] : '');
 const lastLine = (s: Schedule) =>
   s.lastTaskId ? `${s.lastRunAt ?? '-'} -> ${s.lastTaskId}` : 'never fired';
 
@@ -55,7 +55,7 @@ function scheduleLines(s: Schedule): string[] {
   return [
     `${s.scheduleId}${s.name ? ` (${s.name})` : ''}`,
     `  cron: ${s.cron}  timezone: ${s.timezone}`,
-    `  task: ${s.tenantId}/${s.queue} "${String(s.task['title'] ?? '')}"`,
+    `  task: ${s.tenantId}/${s.queue} "${titleOf(s)}"`,
     `  next run: ${s.nextRunAt}`,
     `  last run: ${lastLine(s)} (${s.firedCount} fired)`,
     ...(s.lastError ? [`  last error: ${s.lastError.message} (${s.lastError.at})`] : []),
