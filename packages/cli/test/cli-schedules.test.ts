@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { sql } from 'kysely';
+import { waitFor } from '../../manager/test/e2e-helpers.js';
 import { startQueueRig, type QueueRig } from '../../manager/test/queue-helpers.js';
 import { assertBuilt, cli, cliJson } from './cli-helpers.js';
 
@@ -10,7 +12,16 @@ let env: Record<string, string>;
 
 before(async () => {
   assertBuilt();
-  rig = await startQueueRig({ listen: true, env: { SVC_API_KEY: KEY } });
+  // The scheduler fires the ticks; no capacity, so fired tasks stay queued.
+  rig = await startQueueRig({
+    listen: true,
+    env: {
+      SVC_API_KEY: KEY,
+      SVC_SCHEDULER: 'on',
+      SVC_SCHEDULER_SCAN_MS: '200',
+      SVC_SCHEDULER_MAX_RUNNING: '0',
+    },
+  });
   env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY };
 });
 after(async () => {
@@ -79,6 +90,22 @@ describe('queue schedules', () => {
       (await cliJson('queue', ['schedules', 'show', scheduleId], { env })).name,
       'triage',
     );
+  });
+
+  it('shows the last task a tick made, and the task shows its schedule', async () => {
+    await sql`UPDATE queue_schedules SET next_run_at = now() - interval '1 minute'
+      WHERE schedule_id = ${scheduleId}`.execute(rig.t.manager.store.db);
+    const fired = await waitFor('tick fired', async () => {
+      const x = await cliJson('queue', ['schedules', 'show', scheduleId], { env });
+      return x.lastTaskId ? x : null;
+    });
+    const shown = await queue(['schedules', 'show', scheduleId]);
+    assert.match(shown.stdout, new RegExp(`last run: \\S+ -> ${fired.lastTaskId} \\(1 fired\\)`));
+    assert.match(shown.stdout, new RegExp(`next: queue show ${fired.lastTaskId}`));
+    const task = await queue(['show', fired.lastTaskId]);
+    assert.equal(task.code, 0, task.stdout);
+    assert.match(task.stdout, new RegExp(`from schedule ${scheduleId}, tick ${fired.lastRunAt}`));
+    assert.match(task.stdout, /queue nightly\/default/);
   });
 
   it('takes the template from a task JSON, the flags on top', async () => {

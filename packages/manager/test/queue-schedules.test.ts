@@ -18,6 +18,9 @@ const ENV = {
   SVC_SCHEDULER_MAX_RUNNING: '0',
 };
 
+/** A tick that never comes due by itself during a test: every due tick is one the test made. */
+const YEARLY = '0 0 1 1 *';
+
 let store: TestStore;
 let a: TestManager;
 let b: TestManager;
@@ -183,9 +186,9 @@ describe('schedules: cron, zone and template checks', () => {
 describe('schedules: firing across two managers', () => {
   it('fires exactly one task per tick with both managers racing, over many ticks and schedules', async () => {
     const schedules = [];
-    for (let i = 0; i < 6; i++) schedules.push(await create(i % 2 ? a : b, { cron: '* * * * *' }));
+    for (let i = 0; i < 10; i++) schedules.push(await create(i % 2 ? a : b, { cron: YEARLY }));
     const ids = schedules.map((s) => s.scheduleId as string);
-    const ROUNDS = 8;
+    const ROUNDS = 20;
     for (let round = 1; round <= ROUNDS; round++) {
       // A distinct past tick per round; both loops are kicked at once to race for it.
       await sql`
@@ -205,6 +208,12 @@ describe('schedules: firing across two managers', () => {
         15_000,
       );
     }
+    // No replica met a duplicate: the loser of a race finds the tick taken and moves on.
+    for (const t of [a, b])
+      assert.deepEqual(
+        t.logs.filter((l) => l.includes('firing a schedule failed')),
+        [],
+      );
     for (const id of ids) {
       const tasks = await tasksOf(id);
       assert.equal(tasks.length, ROUNDS, `${id}: ${tasks.length} tasks`);
@@ -214,11 +223,11 @@ describe('schedules: firing across two managers', () => {
     const shown = (await call(b, 'GET', `/api/v1/queue/schedules/${ids[0]}`)).body;
     assert.equal(shown.firedCount, ROUNDS);
     assert.ok(new Date(shown.nextRunAt) > new Date());
-    assert.equal(shown.lastRunAt, '2026-01-01T00:08:00.000Z');
+    assert.equal(shown.lastRunAt, '2026-01-01T00:20:00.000Z');
     const task = (await call(a, 'GET', `/api/v1/queue/tasks/${shown.lastTaskId}`)).body;
     assert.equal(task.state, 'queued');
     assert.equal(task.queue, 'nightly');
-    assert.deepEqual(task.schedule, { scheduleId: ids[0], tick: '2026-01-01T00:08:00.000Z' });
+    assert.deepEqual(task.schedule, { scheduleId: ids[0], tick: '2026-01-01T00:20:00.000Z' });
 
     const metrics = (await fetch(`${a.manager.url}/metrics`).then((r) => r.text())).split('\n');
     const fires = metrics.find((l) =>
@@ -230,7 +239,7 @@ describe('schedules: firing across two managers', () => {
   });
 
   it('a deleted schedule fires no more', async () => {
-    const s = await create(a, { cron: '* * * * *' });
+    const s = await create(a, { cron: YEARLY });
     await sql`UPDATE queue_schedules SET next_run_at = now() - interval '5 seconds'
       WHERE schedule_id = ${s.scheduleId}`.execute(db());
     await waitFor('first tick fired', async () => (await tasksOf(s.scheduleId)).length === 1);
@@ -241,6 +250,26 @@ describe('schedules: firing across two managers', () => {
     // Many scans later (every 200 ms on both managers), still the one task.
     await new Promise((r) => setTimeout(r, 1_500));
     assert.equal((await tasksOf(s.scheduleId)).length, 1);
+  });
+
+  it('a tick whose template is refused when it fires moves on, the refusal shown on the schedule', async () => {
+    const s = await create(a, { cron: '*/5 * * * *' });
+    // Since created, the template's session is gone (a session deleted after the schedule).
+    await sql`UPDATE queue_schedules
+      SET template = template || '{"sessionRef":{"sessionId":"ses-gone-0001"}}'::jsonb,
+        next_run_at = now() - interval '1 minute'
+      WHERE schedule_id = ${s.scheduleId}`.execute(db());
+    const shown = await waitFor('refusal recorded', async () => {
+      const x = (await call(a, 'GET', `/api/v1/queue/schedules/${s.scheduleId}`)).body;
+      return x.lastError ? x : null;
+    });
+    assert.match(shown.lastError.message, /made no task: .*ses-gone-0001/);
+    assert.ok(new Date(shown.nextRunAt) > new Date());
+    assert.equal(shown.lastTaskId, null);
+    assert.equal((await tasksOf(s.scheduleId)).length, 0);
+    const metrics = await fetch(`${b.manager.url}/metrics`).then((r) => r.text());
+    assert.match(metrics, /svc_queue_schedule_fires_total\{outcome="refused"\} [1-9]/);
+    await call(a, 'DELETE', `/api/v1/queue/schedules/${s.scheduleId}`);
   });
 
   it('a manager started after missed ticks fires one task for them, then the next future tick', async () => {
