@@ -13,7 +13,9 @@ export function SchedulesView() {
       </header>
       {schedules.error && <ErrorBox error={schedules.error} title="Could not list schedules" />}
       {schedules.data && schedules.data.schedules.length === 0 && (
-        <p class="muted">No schedules. Create one with `queue schedules create`.</p>
+        <p class="muted">
+          No schedules. Create one with <code>queue schedules create</code>.
+        </p>
       )}
       {schedules.data && schedules.data.schedules.length > 0 && (
         <table class="list">
