@@ -25,9 +25,9 @@ let store: TestStore;
 let a: TestManager;
 let b: TestManager;
 
-async function startBoth(): Promise<void> {
-  a = await startTestManager({ listen: true, store, env: ENV });
-  b = await startTestManager({ listen: true, store, env: ENV });
+async function startBoth(env: Record<string, string> = {}): Promise<void> {
+  a = await startTestManager({ listen: true, store, env: { ...ENV, ...env } });
+  b = await startTestManager({ listen: true, store, env: { ...ENV, ...env } });
   for (const t of [a, b]) await t.configureProfile('builtin-a');
 }
 
@@ -302,5 +302,25 @@ describe('schedules: firing across two managers', () => {
     assert.ok(next > Date.now() && next <= Date.now() + 3_600_000, shown.nextRunAt);
     assert.equal(new Date(next).getUTCMinutes(), 0);
     assert.equal(shown.firedCount, 1);
+  });
+
+  it('each loop sleeps until the earliest next run, not until its slow scan', async () => {
+    await b.close();
+    await a.close();
+    // A scan of a minute: only the timed wake-up can fire the tick within seconds.
+    await startBoth({ SVC_SCHEDULER_SCAN_MS: '60000' });
+    const s = await create(a, { cron: YEARLY });
+    await sql`UPDATE queue_schedules SET next_run_at = now() + interval '1500 milliseconds'
+      WHERE schedule_id = ${s.scheduleId}`.execute(db());
+    // Any queue wake-up (here the one another replica sends) makes both loops plan again.
+    await sql`SELECT pg_notify('svc_wake', 'queue')`.execute(db());
+    const started = Date.now();
+    await waitFor('tick fired', async () => (await tasksOf(s.scheduleId)).length === 1, 10_000);
+    const took = Date.now() - started;
+    assert.ok(took >= 1_000 && took < 5_000, `fired after ${took} ms`);
+    const view = (await call(b, 'GET', '/api/v1/queue/scheduler')).body;
+    assert.ok(view.nextWakeAt, JSON.stringify(view));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await tasksOf(s.scheduleId)).length, 1);
   });
 });
