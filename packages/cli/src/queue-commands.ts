@@ -12,6 +12,7 @@ import {
   type TaskPage,
 } from '@svc/contracts';
 import { Cli, type Invocation } from './run.js';
+import { scheduleCommands } from './schedules-commands.js';
 import { choiceOption, intOption, jsonBody, type JsonSource } from './inputs.js';
 import { planLines } from './format/common.js';
 import { commanderLines, statsLines } from './format/overview.js';
@@ -318,5 +319,6 @@ export function queueProgram(): Cli {
       }),
     );
 
+  scheduleCommands(cli);
   return cli;
 }

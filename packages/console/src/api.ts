@@ -1,6 +1,7 @@
 // The console's only way to the manager: same-origin JSON calls typed from the contracts
 // package (types only: nothing of the contracts' server code reaches the browser).
 import type {
+  SchedulePage,
   Command,
   Commander,
   DispatchResponse,
@@ -193,6 +194,7 @@ export const api = {
     request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/cancel`, { body: { reason } }),
   refreshTask: (taskId: string) =>
     request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/refresh`, { body: {} }),
+  schedules: () => request<SchedulePage>('GET', '/api/v1/queue/schedules'),
   profiles: () => request<ProfileList>('GET', '/api/v1/provider-profiles'),
   validateProfile: (profile: string) =>
     request<ValidationStarted>('POST', `/api/v1/provider-profiles/${enc(profile)}/validate`, {

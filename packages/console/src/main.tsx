@@ -9,6 +9,7 @@ import { applyTheme, storedTheme } from './theme.js';
 import { NotFoundView } from './views/not-found.js';
 import { ProfilesView } from './views/profiles.js';
 import { QueueView } from './views/queue.js';
+import { SchedulesView } from './views/schedules.js';
 import { RunDetailView } from './views/run-detail.js';
 import { RunsView } from './views/runs.js';
 import { SessionDetailView } from './views/session-detail.js';
@@ -70,6 +71,7 @@ function Route({ path, query }: { path: string; query: URLSearchParams }) {
     return <RunsView query={query} />;
   if (section === 'sessions') return <SessionsView query={query} />;
   if (section === 'queue') return <QueueView query={query} />;
+  if (section === 'schedules') return <SchedulesView />;
   if (section === 'profiles') return <ProfilesView />;
   return <NotFoundView path={path} />;
 }

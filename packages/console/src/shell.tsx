@@ -21,10 +21,10 @@ const THEME_LABEL: Record<ThemeChoice, string> = {
   light: '☀ Light',
 };
 
-/** Which view a path belongs to (a task page is part of the queue). */
+/** Which view a path belongs to (a task page and the schedules are part of the queue). */
 function sectionOf(path: string): string {
   const first = `/${path.split('/')[1] ?? ''}`;
-  return first === '/' ? '/runs' : first === '/tasks' ? '/queue' : first;
+  return first === '/' ? '/runs' : first === '/tasks' || first === '/schedules' ? '/queue' : first;
 }
 
 function useKeys(actions: { help: () => void; theme: () => void }) {

@@ -44,6 +44,7 @@ import type { Store } from './store/db.js';
 import { QUEUE_WAKE_KEY } from './store/wakeups.js';
 import type { LoopState } from './domain/scheduler/view.js';
 import { schedulerRoutes } from './routes/scheduler.js';
+import { scheduleRoutes } from './routes/schedules.js';
 import { WatchSlots } from './domain/runs/watch-slots.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -173,6 +174,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     providerProfileRoutes(api, ctx, { secrets: deps.secrets, runnerJobs: deps.runnerJobs });
     sessionRoutes(api, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
     queueRoutes(api, ctx, { volumes: deps.sessionVolumes, runnerJobs: deps.runnerJobs });
+    scheduleRoutes(api, ctx);
     schedulerRoutes(api, ctx, {
       loopState:
         deps.loopState ??

@@ -107,6 +107,20 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
     dryRun: true,
   }),
   'PUT /api/v1/queue/queues/{queue}/settings': () => ({ maxRunning: 1 }),
+  'POST /api/v1/queue/schedules': () => ({
+    cron: '0 9 * * *',
+    task: {
+      tenantId: 'tenant-a',
+      projectId: 'proj-1',
+      queue: 'bounds',
+      title: 'bounds',
+      payload: { prompt: 'hi' },
+      priority: 0,
+      maxAttempts: 1,
+      executionPolicy: { timeoutMs: 60_000 },
+      retryPolicy: { backoffMs: 1000, maxBackoffMs: 2000 },
+    },
+  }),
 };
 
 const fill = (path: string) =>

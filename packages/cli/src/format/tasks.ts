@@ -81,6 +81,10 @@ export function taskLines(t: Task): string[] {
   if (retryAt && t.state === 'queued' && t.waiting?.until !== retryAt)
     lines.push(`  runAfter ${retryAt}`);
   if (t.cancelReason) lines.push(`  cancelled: ${clip(t.cancelReason, 150)}`);
+  if (t.schedule)
+    lines.push(
+      `  from schedule ${t.schedule.scheduleId}, tick ${t.schedule.tick} (queue schedules show ${t.schedule.scheduleId})`,
+    );
   if (t.references.length > 0)
     lines.push(`  references: ${t.references.map((r) => `${r.kind} ${r.ref}`).join('; ')}`);
   if (t.judgeRuns.length > 0) {

@@ -47,6 +47,7 @@ export function QueueView({ query }: { query: URLSearchParams }) {
     <section>
       <header class="view-head">
         <h1>Queue</h1>
+        <a href="/schedules">Schedules</a>
         <button onClick={reload}>Reload</button>
       </header>
       <div class="grid">

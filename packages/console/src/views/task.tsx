@@ -112,6 +112,12 @@ function TaskFacts({ task: t }: { task: Task }) {
             <Id value={t.sessionId} what="session id" href={`/sessions/${t.sessionId}`} />
           </Field>
         )}
+        {t.schedule && (
+          <Field label="Schedule">
+            <Id value={t.schedule.scheduleId} what="schedule id" href="/schedules" /> tick{' '}
+            <Time at={t.schedule.tick} />
+          </Field>
+        )}
         {t.scheduling.runAfter && (
           <Field label="Runs after">
             <Time at={t.scheduling.runAfter} />

@@ -241,6 +241,8 @@ export const Task = Type.Object({
   scheduling: TaskScheduling,
   cancelReason: Nullable(Type.String()),
   terminalAt: Nullable(Timestamp),
+  /** The recurring schedule that submitted this task, and its tick; null when submitted. */
+  schedule: Nullable(Type.Object({ scheduleId: Type.String(), tick: Timestamp })),
   valuesPrinted: Type.Literal(false),
 });
 export type Task = Static<typeof Task>;

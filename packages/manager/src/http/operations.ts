@@ -248,6 +248,23 @@ export const OPERATIONS: Readonly<Record<string, OperationInfo>> = {
     'queue',
     'Set the limits of a queue',
   ),
+  'POST /api/v1/queue/schedules': op(
+    'createSchedule',
+    'queue',
+    'Create a recurring schedule: a task template submitted on each cron tick',
+    [403],
+  ),
+  'GET /api/v1/queue/schedules': op('listSchedules', 'queue', 'List recurring schedules'),
+  'GET /api/v1/queue/schedules/:scheduleId': op(
+    'getSchedule',
+    'queue',
+    'Read a schedule with its next run and last task',
+  ),
+  'DELETE /api/v1/queue/schedules/:scheduleId': op(
+    'deleteSchedule',
+    'queue',
+    'Delete a schedule: it fires no more',
+  ),
 
   'GET /api/v1/backends': op(
     'listBackends',

@@ -131,3 +131,11 @@ export const writeGroupSize = new Histogram({
 for (const lane of ['runner', 'client'])
   for (const reason of ['queue', 'event-loop']) admissionRefused.inc({ lane, reason }, 0);
 for (const lane of ['lease', 'runner', 'client']) admissionInFlight.set({ lane }, 0);
+
+export const scheduleFires = new Counter({
+  name: 'svc_queue_schedule_fires_total',
+  help: 'Schedule ticks fired by this process, by outcome (task: a task was submitted; refused: its template was refused at fire time)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+for (const outcome of ['task', 'refused']) scheduleFires.inc({ outcome }, 0);

@@ -26,6 +26,7 @@ interface Counts {
   commands: Map<string, number>;
   runnerJobs: Map<string, number>;
   queueTasks: Map<string, number>;
+  schedules: number;
 }
 
 const gauge = (name: string, help: string, label: string) =>
@@ -46,6 +47,11 @@ const failures = new Gauge({
 const commands = gauge('svc_commands', 'Commands in the store by state', 'state');
 const runnerJobs = gauge('svc_runner_jobs', 'Runner jobs in the store by phase', 'phase');
 const queueTasks = gauge('svc_queue_tasks', 'Queue tasks in the store by state', 'state');
+const schedules = new Gauge({
+  name: 'svc_queue_schedules',
+  help: 'Recurring schedules in the store',
+  registers: [registry],
+});
 const ageSeconds = new Gauge({
   name: 'svc_store_counts_age_seconds',
   help: 'Age of the per-state store counts shown above',
@@ -112,6 +118,7 @@ export class StoreGauges {
         publish(commands, 'state', COMMAND_STATES, counts.commands);
         publish(runnerJobs, 'phase', RUNNER_JOB_PHASES, counts.runnerJobs);
         publish(queueTasks, 'state', TASK_STATES, counts.queueTasks);
+        schedules.set(counts.schedules);
       })
       .catch(this.onError)
       .finally(() => {
@@ -128,34 +135,40 @@ export class StoreGauges {
   async #load(): Promise<Counts> {
     // One grouped count per table, in parallel; runs and queue tasks count from their state indexes.
     // Activities are counted over open runs only (closed is the sum of the terminal states).
-    const [r, a, f, c, j, q] = await Promise.all(
-      [
-        sql<{
-          k: string;
-          n: number;
-        }>`SELECT state AS k, count(*)::int AS n FROM runs GROUP BY state`,
-        sql<{ k: string; n: number }>`
+    const scheduleCount = sql<{ n: number }>`SELECT count(*)::int AS n FROM queue_schedules`
+      .execute(this.db)
+      .then((result) => result.rows[0]?.n ?? 0);
+    const [[r, a, f, c, j, q], scheduleTotal] = await Promise.all([
+      Promise.all(
+        [
+          sql<{
+            k: string;
+            n: number;
+          }>`SELECT state AS k, count(*)::int AS n FROM runs GROUP BY state`,
+          sql<{ k: string; n: number }>`
           SELECT a.k, count(*)::int AS n FROM (
             SELECT ${activityOf} AS k FROM runs
             WHERE runs.state NOT IN ('completed', 'failed', 'blocked', 'cancelled')
           ) a GROUP BY a.k`,
-        sql<{ k: string; n: number }>`
+          sql<{ k: string; n: number }>`
           SELECT state || ' ' || coalesce(failure_kind, 'none') AS k, count(*)::int AS n
           FROM runs WHERE state IN ('failed', 'blocked') GROUP BY state, failure_kind`,
-        sql<{
-          k: string;
-          n: number;
-        }>`SELECT state AS k, count(*)::int AS n FROM commands GROUP BY state`,
-        sql<{
-          k: string;
-          n: number;
-        }>`SELECT phase AS k, count(*)::int AS n FROM runner_jobs GROUP BY phase`,
-        sql<{
-          k: string;
-          n: number;
-        }>`SELECT state AS k, count(*)::int AS n FROM queue_tasks GROUP BY state`,
-      ].map(async (query) => new Map((await query.execute(this.db)).rows.map((x) => [x.k, x.n]))),
-    );
+          sql<{
+            k: string;
+            n: number;
+          }>`SELECT state AS k, count(*)::int AS n FROM commands GROUP BY state`,
+          sql<{
+            k: string;
+            n: number;
+          }>`SELECT phase AS k, count(*)::int AS n FROM runner_jobs GROUP BY phase`,
+          sql<{
+            k: string;
+            n: number;
+          }>`SELECT state AS k, count(*)::int AS n FROM queue_tasks GROUP BY state`,
+        ].map(async (query) => new Map((await query.execute(this.db)).rows.map((x) => [x.k, x.n]))),
+      ),
+      scheduleCount,
+    ]);
     return {
       runs: r!,
       activities: a!,
@@ -163,6 +176,7 @@ export class StoreGauges {
       commands: c!,
       runnerJobs: j!,
       queueTasks: q!,
+      schedules: scheduleTotal,
     };
   }
 }

@@ -258,6 +258,29 @@ export interface QueueTasksTable {
   retry_note: string | null;
   deferrals: Generated<number>;
   last_refusal: Json<Record<string, unknown>> | null;
+  /** The schedule that fired this task, and the tick it was fired for (migration 0026). */
+  schedule_id: string | null;
+  schedule_tick: Timestamp | null;
+}
+
+/** Recurring schedules (migration 0026): a task template fired on each cron tick. */
+export interface QueueSchedulesTable {
+  schedule_id: string;
+  name: string | null;
+  cron: string;
+  timezone: string;
+  tenant_id: string;
+  queue: string;
+  template: Json<Record<string, unknown>>;
+  next_run_at: Timestamp;
+  last_run_at: Timestamp | null;
+  last_task_id: string | null;
+  fired_count: Generated<number>;
+  /** Why the last tick made no task (its template refused at fire time), and when. */
+  last_error: string | null;
+  last_error_at: Timestamp | null;
+  created_at: DefaultTimestamp;
+  updated_at: DefaultTimestamp;
 }
 
 export interface QueueAttemptsTable {
@@ -350,4 +373,5 @@ export interface Database {
   queue_judge_runs: QueueJudgeRunsTable;
   queue_task_references: QueueTaskReferencesTable;
   queue_settings: QueueSettingsTable;
+  queue_schedules: QueueSchedulesTable;
 }

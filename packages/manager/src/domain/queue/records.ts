@@ -185,6 +185,10 @@ export function toTask(
     attempts: attempts.map(toAttempt),
     scheduling: schedulingOf(row, view.settings),
     cancelReason: row.cancel_reason,
+    schedule:
+      row.schedule_id && row.schedule_tick
+        ? { scheduleId: row.schedule_id, tick: isoRequired(row.schedule_tick) }
+        : null,
     terminalAt: iso(row.terminal_at),
     valuesPrinted: false,
   };

@@ -6,6 +6,7 @@ import {
   ServiceError,
   type QueuePlan,
   type Task,
+  type TaskReference,
   type TaskSubmitBody,
 } from '@svc/contracts';
 import { json } from '../../store/json.js';
@@ -20,7 +21,8 @@ import {
 } from './inputs.js';
 import { schedulingColumns } from '../scheduler/task-policy.js';
 import { findTask, LAST_CHANGE_SEQ, takeChangeSeqs } from './store.js';
-import type { Executor } from '../../store/runs.js';
+import type { Executor, Tx } from '../../store/runs.js';
+import type { TaskRow } from './store.js';
 import { toTask } from './records.js';
 import { waitingView } from './waiting.js';
 import { getTask } from './views.js';
@@ -35,17 +37,7 @@ export type SubmitOutcome =
  * `idempotency-conflict`.
  */
 export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<SubmitOutcome> {
-  const session = body.sessionRef
-    ? await checkSessionRef(ctx.db, body.sessionRef, body.tenantId, body.projectId, {
-        requireStorage: true,
-      })
-    : undefined;
-  // A task continuing a session inherits its profile unless it names one (spec/2).
-  const profile = session && !body.backendProfile ? session.backend_profile : profileOf(body);
-  const runBase = runBaseOfBody(body, profile);
-  checkTaskInputs(ctx, runBase, profile, body.payload);
-  const { dryRun: _dryRun, taskId: givenId, ...content } = body;
-  const hash = payloadHash(content);
+  const { row, hash, profile, givenId } = await checkedRow(ctx, ctx.db, body);
   if (givenId) {
     const existing = await findTask(ctx.db, givenId);
     if (existing) {
@@ -58,28 +50,6 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
       if (!body.dryRun) return { kind: 'task', task: await getTask(ctx, givenId), created: false };
     }
   }
-  const row = {
-    task_id: givenId ?? newId('tsk'),
-    tenant_id: body.tenantId,
-    project_id: body.projectId,
-    queue: body.queue,
-    lane: body.lane ?? TASK_DEFAULTS.lane,
-    title: body.title,
-    priority: body.priority ?? 0,
-    state: 'queued',
-    backend_profile: profile,
-    provider_id: runBase.providerId,
-    workspace_ref: json(runBase.workspaceRef),
-    resource_bundle_ref: body.resourceBundleRef ? json(body.resourceBundleRef) : null,
-    session_ref: body.sessionRef ? json(body.sessionRef) : null,
-    execution_policy: body.executionPolicy ? json(body.executionPolicy) : null,
-    payload: json(body.payload),
-    payload_hash: hash,
-    metadata: json(body.metadata ?? {}),
-    summary: body.summary ?? null,
-    max_attempts: body.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
-    ...schedulingColumns(body, profile),
-  };
   const references = body.references ?? [];
 
   if (body.dryRun) {
@@ -111,39 +81,7 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
     };
   }
 
-  // Change number, insert and the schedulers' wake-up (NOTIFY is sent on commit) in one
-  // statement; a resubmission that inserts nothing wakes no one.
-  const insertTask = (db: Executor) =>
-    takeChangeSeqs(db)
-      .insertInto('queue_tasks')
-      .values({ ...row, change_seq: LAST_CHANGE_SEQ, enqueue_seq: LAST_CHANGE_SEQ })
-      .onConflict((oc) => oc.column('task_id').doNothing())
-      .returningAll()
-      .returning(sql<string>`pg_notify(${WAKE_CHANNEL}, ${QUEUE_SUBMIT_KEY})::text`.as('woke'))
-      .modifyEnd(PREPARED)
-      .executeTakeFirst();
-  const inserted =
-    references.length === 0
-      ? await insertTask(ctx.db).then((written) => written && { written, stored: [] })
-      : await ctx.db.transaction().execute(async (trx) => {
-          const written = await insertTask(trx);
-          if (!written) return undefined;
-          const stored = await trx
-            .insertInto('queue_task_references')
-            .values(
-              references.map((r, position) => ({
-                task_id: written.task_id,
-                position,
-                kind: r.kind,
-                ref: r.ref,
-                url: r.url ?? null,
-                title: r.title ?? null,
-              })),
-            )
-            .returningAll()
-            .execute();
-          return { written, stored };
-        });
+  const inserted = await insertTask(ctx, ctx.db, row, references);
   // A racing submit of the same id won: answer like a resubmission.
   if (!inserted) return submitTask(ctx, body);
   // This replica's scheduler starts now, not when the NOTIFY comes back.
@@ -157,4 +95,118 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
   });
   const task = toTask(written, null, inserted.stored, [], view);
   return { kind: 'task', task, created: true };
+}
+
+/** The tick of a recurring schedule a task is submitted for (schedules/fire.ts). */
+export interface ScheduleOrigin {
+  scheduleId: string;
+  tick: Date;
+}
+
+/**
+ * A schedule's tick submits its template through the same checks and insert as
+ * `POST /queue/tasks`, inside the transaction that claims the tick: the task exists exactly
+ * when the tick moved on. The task's (schedule, tick) is unique in the database as well.
+ * The caller wakes this replica's claims after its commit (the NOTIFY goes on commit).
+ */
+export async function submitScheduled(
+  ctx: Ctx,
+  trx: Tx,
+  body: TaskSubmitBody,
+  origin: ScheduleOrigin,
+): Promise<TaskRow> {
+  const { row } = await checkedRow(ctx, trx, body);
+  const scheduled = { ...row, schedule_id: origin.scheduleId, schedule_tick: origin.tick };
+  const inserted = await insertTask(ctx, trx, scheduled, body.references ?? []);
+  if (!inserted) throw new Error(`task ${row.task_id} exists already`);
+  const { woke: _woke, ...written } = inserted.written;
+  return written;
+}
+
+/** Every check a submission passes before it is stored, and the row it stores. */
+async function checkedRow(ctx: Ctx, db: Executor, body: TaskSubmitBody) {
+  const session = body.sessionRef
+    ? await checkSessionRef(db, body.sessionRef, body.tenantId, body.projectId, {
+        requireStorage: true,
+      })
+    : undefined;
+  // A task continuing a session inherits its profile unless it names one (spec/2).
+  const profile = session && !body.backendProfile ? session.backend_profile : profileOf(body);
+  const runBase = runBaseOfBody(body, profile);
+  checkTaskInputs(ctx, runBase, profile, body.payload);
+  const { dryRun: _dryRun, taskId: givenId, ...content } = body;
+  const hash = payloadHash(content);
+  const row = {
+    task_id: givenId ?? newId('tsk'),
+    tenant_id: body.tenantId,
+    project_id: body.projectId,
+    queue: body.queue,
+    lane: body.lane ?? TASK_DEFAULTS.lane,
+    title: body.title,
+    priority: body.priority ?? 0,
+    state: 'queued',
+    backend_profile: profile,
+    provider_id: runBase.providerId,
+    workspace_ref: json(runBase.workspaceRef),
+    resource_bundle_ref: body.resourceBundleRef ? json(body.resourceBundleRef) : null,
+    session_ref: body.sessionRef ? json(body.sessionRef) : null,
+    execution_policy: body.executionPolicy ? json(body.executionPolicy) : null,
+    payload: json(body.payload),
+    payload_hash: hash,
+    metadata: json(body.metadata ?? {}),
+    summary: body.summary ?? null,
+    max_attempts: body.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    ...schedulingColumns(body, profile),
+  };
+  return { row, hash, profile, givenId };
+}
+
+type SubmittedRow = Awaited<ReturnType<typeof checkedRow>>['row'] & {
+  schedule_id?: string;
+  schedule_tick?: Date;
+};
+
+/**
+ * Insert a checked row with its references; undefined when its task id exists already. Change
+ * number, insert and the schedulers' wake-up (NOTIFY is sent on commit) in one statement; a
+ * resubmission that inserts nothing wakes no one. Inside a transaction (a schedule's tick) the
+ * references join it; otherwise they get one of their own.
+ */
+async function insertTask(
+  ctx: Ctx,
+  db: Executor,
+  row: SubmittedRow,
+  references: readonly TaskReference[],
+) {
+  const insertRow = (on: Executor) =>
+    takeChangeSeqs(on)
+      .insertInto('queue_tasks')
+      .values({ ...row, change_seq: LAST_CHANGE_SEQ, enqueue_seq: LAST_CHANGE_SEQ })
+      .onConflict((oc) => oc.column('task_id').doNothing())
+      .returningAll()
+      .returning(sql<string>`pg_notify(${WAKE_CHANNEL}, ${QUEUE_SUBMIT_KEY})::text`.as('woke'))
+      .modifyEnd(PREPARED)
+      .executeTakeFirst();
+  if (references.length === 0)
+    return insertRow(db).then((written) => written && { written, stored: [] });
+  const withReferences = async (trx: Executor) => {
+    const written = await insertRow(trx);
+    if (!written) return undefined;
+    const stored = await trx
+      .insertInto('queue_task_references')
+      .values(
+        references.map((r, position) => ({
+          task_id: written.task_id,
+          position,
+          kind: r.kind,
+          ref: r.ref,
+          url: r.url ?? null,
+          title: r.title ?? null,
+        })),
+      )
+      .returningAll()
+      .execute();
+    return { written, stored };
+  };
+  return db.isTransaction ? withReferences(db) : ctx.db.transaction().execute(withReferences);
 }

@@ -14,6 +14,8 @@ import { Serial } from './serial.js';
 import { replaceLostRunners } from './replacement.js';
 import { requeueRetries, settleEnded } from './retry.js';
 import { nextDueAt } from './view.js';
+import { fireDueSchedules } from '../schedules/fire.js';
+import { nextScheduleAt } from '../schedules/store.js';
 
 /** A batch's records could not be written: its claim is rolled back and made again. */
 class RecordsFailed extends Error {
@@ -33,7 +35,8 @@ const PROFILE_RECHECK_MS = 1_000;
 
 /**
  * The scheduler loop of one manager replica. Woken by the database wake-ups (task submitted,
- * requeued or cancelled, a command or run ended), by the earliest `runAfter` it knows of, and
+ * requeued or cancelled, a command or run ended, a schedule created), by the earliest
+ * `runAfter` or schedule tick it knows of, and
  * by a slow scan that catches anything a lost wake-up missed. Every decision is made in the
  * database, so replicas share the work and never dispatch a task twice.
  */
@@ -91,6 +94,8 @@ export class Scheduler {
    * claims again.
    */
   async #housekeep(): Promise<void> {
+    // Recurring schedules first: their tasks wake the claims through the submit path.
+    await this.#step('schedules', () => fireDueSchedules(this.ctx, this.logger));
     const settled = await this.#step('settle', () => settleEnded(this.ctx));
     const requeued = await this.#step('retries', () => requeueRetries(this.ctx));
     await this.#step('judges', () => runJudges(this.ctx, this.deps));
@@ -192,9 +197,19 @@ export class Scheduler {
     }
   }
 
-  /** Sleep until the earliest waiting task is due (never longer than the scan interval). */
+  /**
+   * Sleep until the earliest waiting task or schedule tick is due (never longer than the scan
+   * interval).
+   */
   async #planWake(): Promise<void> {
-    const due = await nextDueAt(this.ctx.db);
+    const [task, earliest] = await Promise.all([
+      nextDueAt(this.ctx.db),
+      nextScheduleAt(this.ctx.db).catch(() => null),
+    ]);
+    // A tick already due (it came during this pass, or its firing failed) is tried in a second.
+    const tick =
+      earliest && earliest.getTime() <= Date.now() ? new Date(Date.now() + 1_000) : earliest;
+    const due = task && tick ? (task < tick ? task : tick) : (task ?? tick);
     const scanAt = new Date(Date.now() + this.settings.scanIntervalMs);
     this.nextWakeAt = due && due < scanAt ? due : scanAt;
     if (this.#due) clearTimeout(this.#due);
