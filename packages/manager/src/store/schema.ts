@@ -258,6 +258,21 @@ export interface QueueTasksTable {
   retry_note: string | null;
   deferrals: Generated<number>;
   last_refusal: Json<Record<string, unknown>> | null;
+  retry_base: Generated<number>;
+  retry_count: Generated<number>;
+}
+
+export interface QueueTaskRetriesTable {
+  retry_id: string;
+  task_id: string;
+  from_state: string;
+  failure_kind: string | null;
+  attempts_before: number;
+  retried_by: string;
+  reason: string | null;
+  bulk: Generated<boolean>;
+  change_seq: number;
+  retried_at: DefaultTimestamp;
 }
 
 export interface QueueAttemptsTable {
@@ -350,4 +365,5 @@ export interface Database {
   queue_judge_runs: QueueJudgeRunsTable;
   queue_task_references: QueueTaskReferencesTable;
   queue_settings: QueueSettingsTable;
+  queue_task_retries: QueueTaskRetriesTable;
 }
