@@ -12,6 +12,7 @@ import {
   type TaskPage,
 } from '@svc/contracts';
 import { Cli, type Invocation } from './run.js';
+import { addRetryCommand } from './queue-retry.js';
 import { choiceOption, intOption, jsonBody, type JsonSource } from './inputs.js';
 import { planLines } from './format/common.js';
 import { commanderLines, statsLines } from './format/overview.js';
@@ -297,6 +298,8 @@ export function queueProgram(): Cli {
         for (const line of dispatchLines(answer)) inv.out.line(line);
       }),
     );
+
+  addRetryCommand(cli);
 
   p.command('refresh')
     .description('write the outcome of the latest attempt from its run and command records')

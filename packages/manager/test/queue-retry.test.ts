@@ -160,7 +160,7 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
     return task.taskId as string;
   }
 
-  it('retries failed, blocked and cancelled tasks; a cancelled one with an attempt too', async () => {
+  it('retries failed, blocked and cancelled tasks; a person can dispatch them again', async () => {
     for (const state of ['failed', 'blocked', 'cancelled'] as const) {
       const taskId = await ended(state);
       const res = await rig.t.api('POST', retryUrl(taskId));
@@ -270,7 +270,10 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
     assert.equal(dry.body.dryRun, true);
     assert.equal(dry.body.more, false);
     assert.deepEqual(ids(dry.body), [failedA, failedB].sort());
-    assert.ok(dry.body.tasks.every((t: any) => t.state === 'failed'), 'shown as they are');
+    assert.ok(
+      dry.body.tasks.every((t: any) => t.state === 'failed'),
+      'shown as they are',
+    );
     assert.deepEqual(await fingerprint(rig.t), before, 'dryRun wrote nothing');
 
     // A list of states, and a failure kind.
@@ -352,7 +355,11 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
       30,
     );
     assert.equal(
-      await rowCount(rig.t, 'queue_tasks', sql`queue = ${q} AND state = 'queued' AND retry_count = 1`),
+      await rowCount(
+        rig.t,
+        'queue_tasks',
+        sql`queue = ${q} AND state = 'queued' AND retry_count = 1`,
+      ),
       30,
     );
   });

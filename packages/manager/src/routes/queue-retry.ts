@@ -1,11 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import {
-  Id,
-  Task,
-  TaskRetryBody,
-  TaskRetryBulkBody,
-  TaskRetryBulkResponse,
-} from '@svc/contracts';
+import { Id, Task, TaskRetryBody, TaskRetryBulkBody, TaskRetryBulkResponse } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
 import { retryTask, retryTasks } from '../domain/queue/retry-task.js';
 import { errors, type App } from './common.js';
