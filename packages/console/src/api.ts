@@ -191,6 +191,10 @@ export const api = {
     }),
   cancelTask: (taskId: string, reason: string) =>
     request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/cancel`, { body: { reason } }),
+  retryTask: (taskId: string, reason: string) =>
+    request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/retry`, {
+      body: reason ? { reason } : {},
+    }),
   refreshTask: (taskId: string) =>
     request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/refresh`, { body: {} }),
   profiles: () => request<ProfileList>('GET', '/api/v1/provider-profiles'),
