@@ -163,12 +163,30 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
   it('retries failed, blocked and cancelled tasks; a person can dispatch them again', async () => {
     for (const state of ['failed', 'blocked', 'cancelled'] as const) {
       const taskId = await ended(state);
+      // A reader has seen it as it ended; a follower polls from its change number.
+      const seen = await rig.t.api('POST', `/api/v1/queue/tasks/${taskId}/read`, {
+        readerId: 'watcher',
+      });
+      assert.equal(seen.body.unread, false);
       const res = await rig.t.api('POST', retryUrl(taskId));
       assert.equal(res.status, 200, res.raw);
       assert.equal(res.body.state, 'queued');
       assert.equal(res.body.retries[0].fromState, state);
       assert.equal(res.body.retries[0].by, 'operator', 'the caller kind when no name is given');
       assert.equal(res.body.cancelReason, null);
+      const polled = await rig.t.api(
+        'GET',
+        `/api/v1/queue/tasks?updatedAfter=${seen.body.readChangeSeq}&limit=200`,
+      );
+      assert.ok(
+        polled.body.tasks.some((t: any) => t.taskId === taskId && t.state === 'queued'),
+        'a follower sees the retried task',
+      );
+      const reader = await rig.t.api('POST', `/api/v1/queue/tasks/${taskId}/read`, {
+        readerId: 'watcher',
+        dryRun: true,
+      });
+      assert.equal(reader.body.plan.unreadBefore, true, 'unread again for its reader');
       // With the scheduler off a person dispatches it: the budget allows a new attempt.
       const d = await dispatch(rig.t, taskId);
       assert.equal(d.attempt.retryIndex, state === 'cancelled' ? 0 : 1);
