@@ -3,12 +3,14 @@ import {
   RETRY_BULK_DEFAULT,
   RETRY_BULK_MAX,
   RETRYABLE_TASK_STATES,
+  type QueuePlan,
   type Task,
   type TaskRetryBulkResponse,
 } from '@svc/contracts';
 import { UsageError } from './errors.js';
 import { choiceOption, choicesOption, intOption, sinceOption } from './inputs.js';
 import type { Cli } from './run.js';
+import { planLines } from './format/common.js';
 import { retryLines, retryBulkLines } from './format/retry.js';
 
 const BASE = '/api/v1/queue';
@@ -57,7 +59,7 @@ export function addRetryCommand(cli: Cli): void {
       `retry at most this many (default ${RETRY_BULK_DEFAULT}, at most ${RETRY_BULK_MAX})`,
       intOption('--limit', RETRY_BULK_MAX, 1),
     )
-    .option('--dry-run', 'list the tasks that would be retried; change nothing')
+    .option('--dry-run', 'print the plan, or list the tasks that would be retried; change nothing')
     .option('--reason <reason>', 'why (kept in the task’s retry history)')
     .option('--by <name>', 'who retries (kept in the history; default: the caller kind)')
     .option('--raw', 'print the API answer as it is')
@@ -70,16 +72,20 @@ export function addRetryCommand(cli: Cli): void {
         const filters = [flags.queue, flags.state, flags.failureKind, flags.since, flags.limit];
         const filtered = filters.some((f) => f !== undefined);
         if (taskId !== undefined) {
-          if (filtered || flags.dryRun)
+          if (filtered)
             throw new UsageError(
-              'give a taskId or filters (--queue, --state, --failure-kind, --since, --limit, --dry-run), not both',
+              'give a taskId or filters (--queue, --state, --failure-kind, --since, --limit), not both',
             );
-          const task = await inv.client.request<Task>(
+          const task = await inv.client.request<Task | QueuePlan>(
             'POST',
             `${BASE}/tasks/${encodeURIComponent(taskId)}/retry`,
-            who,
+            { ...who, ...(flags.dryRun ? { dryRun: true } : {}) },
           );
           if (inv.config.json) return inv.out.data(task);
+          if ('mutation' in task) {
+            for (const line of planLines(task)) inv.out.line(line);
+            return;
+          }
           if (flags.raw) return inv.out.block(JSON.stringify(task, null, 2));
           for (const line of retryLines(task)) inv.out.line(line);
           return;

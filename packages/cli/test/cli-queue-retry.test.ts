@@ -40,6 +40,10 @@ async function failed(queueName: string, failureKind = 'backend-failed') {
 describe('queue retry', () => {
   it('retries one task: human output says what changed; a second retry is refused', async () => {
     const taskId = await failed('cli-retry-one');
+    const plan = await queueTty(['retry', taskId, '--dry-run']);
+    assert.equal(plan.code, 0, plan.stderr + plan.stdout);
+    assert.match(plan.stdout, new RegExp(`^dry run: retry ${taskId} \\(mutation=false`));
+    assert.equal((await show(rig.t, taskId)).state, 'failed', 'a dry run changes nothing');
     const human = await queueTty(['retry', taskId, '--reason', 'flaky', '--by', 'alice']);
     assert.equal(human.code, 0, human.stderr + human.stdout);
     assertBounded(human.stdout, 25);

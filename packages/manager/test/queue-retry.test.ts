@@ -168,6 +168,13 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
         readerId: 'watcher',
       });
       assert.equal(seen.body.unread, false);
+      // A dry run answers the plan and writes nothing.
+      const before = await fingerprint(rig.t);
+      const plan = await rig.t.api('POST', retryUrl(taskId), { dryRun: true });
+      assert.equal(plan.status, 200, plan.raw);
+      assert.equal(plan.body.mutation, false);
+      assert.deepEqual(plan.body.plan.taskState, { from: state, to: 'queued' });
+      assert.deepEqual(await fingerprint(rig.t), before, 'a dry run wrote nothing');
       const res = await rig.t.api('POST', retryUrl(taskId));
       assert.equal(res.status, 200, res.raw);
       assert.equal(res.body.state, 'queued');
@@ -215,6 +222,8 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
       assert.equal(res.body.failureKind, 'state-conflict');
       assert.equal(res.body.details.state, state);
       assert.match(res.body.message, new RegExp(`is ${state}`));
+      const dry = await rig.t.api('POST', retryUrl(taskId), { dryRun: true });
+      assert.equal(dry.status, 409, 'a dry run answers what the retry would');
       assert.deepEqual(await fingerprint(rig.t), before, `${state}: nothing changed`);
     }
     const unknown = await rig.t.api('POST', retryUrl('tsk-doesnotexist'), {});
@@ -286,6 +295,7 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
     const dry = await rig.t.api('POST', BULK, { queue: q, dryRun: true });
     assert.equal(dry.status, 200, dry.raw);
     assert.equal(dry.body.dryRun, true);
+    assert.equal(dry.body.mutation, false);
     assert.equal(dry.body.more, false);
     assert.deepEqual(ids(dry.body), [failedA, failedB].sort());
     assert.ok(
@@ -323,6 +333,7 @@ describe('retry: refusals, races, bulk filters, two managers', () => {
     const done = await rig.t.api('POST', BULK, { queue: q, failureKind: 'backend-failed' });
     assert.equal(done.status, 200, done.raw);
     assert.equal(done.body.dryRun, false);
+    assert.equal(done.body.mutation, true);
     assert.deepEqual(ids(done.body), [failedA]);
     assert.equal(done.body.tasks[0].state, 'queued');
     assert.equal(done.body.tasks[0].counters.retries, 1);

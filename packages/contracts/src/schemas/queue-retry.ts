@@ -17,7 +17,14 @@ const RetryWho = {
   reason: Type.Optional(Text(1000, 0)),
 };
 
-export const TaskRetryBody = Type.Object(RetryWho, { additionalProperties: false });
+export const TaskRetryBody = Type.Object(
+  {
+    ...RetryWho,
+    /** Answer the plan (the state it would leave, the budget it would get); change nothing. */
+    dryRun: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
 export type TaskRetryBody = Static<typeof TaskRetryBody>;
 
 const RetryState = StringEnum(RETRYABLE_TASK_STATES);
@@ -46,6 +53,8 @@ export const TaskRetryBulkResponse = Type.Object({
   /** The tasks retried (as requeued), or with dryRun the ones that would be (as they are). */
   tasks: Type.Array(TaskSummary),
   dryRun: Type.Boolean(),
+  /** Whether anything was written: false with dryRun (the rule of every queue dry run). */
+  mutation: Type.Boolean(),
   /** More tasks matched than the limit: run it again for the next ones. */
   more: Type.Boolean(),
   limit: Type.Integer(),

@@ -375,7 +375,7 @@ export type RefreshBody = Static<typeof RefreshBody>;
 
 /** What a dry run of any queue mutation answers: the plan, and nothing written. */
 export const QueuePlan = Type.Object({
-  action: StringEnum(['submit', 'cancel', 'read', 'dispatch', 'refresh'] as const),
+  action: StringEnum(['submit', 'cancel', 'read', 'dispatch', 'refresh', 'retry'] as const),
   taskId: Nullable(Type.String()),
   dryRun: Type.Literal(true),
   mutation: Type.Literal(false),

@@ -1,5 +1,12 @@
 import { Type } from '@sinclair/typebox';
-import { Id, Task, TaskRetryBody, TaskRetryBulkBody, TaskRetryBulkResponse } from '@svc/contracts';
+import {
+  Id,
+  QueuePlan,
+  Task,
+  TaskRetryBody,
+  TaskRetryBulkBody,
+  TaskRetryBulkResponse,
+} from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
 import { retryTask, retryTasks } from '../domain/queue/retry-task.js';
 import { errors, type App } from './common.js';
@@ -25,10 +32,17 @@ export function queueRetryRoutes(app: App, ctx: Ctx): void {
     `${BASE}/tasks/:taskId/retry`,
     {
       ...optionalBody,
-      schema: { params: TaskParams, body: TaskRetryBody, response: { 200: Task, ...errors } },
+      schema: {
+        params: TaskParams,
+        body: TaskRetryBody,
+        response: { 200: Type.Union([Task, QueuePlan]), ...errors },
+      },
     },
-    async (request) =>
-      retryTask(ctx, request.params.taskId, request.body, byOf(request, request.body.by)),
+    async (request) => {
+      const by = byOf(request, request.body.by);
+      const outcome = await retryTask(ctx, request.params.taskId, request.body, by);
+      return outcome.kind === 'plan' ? outcome.plan : outcome.task;
+    },
   );
   app.post(
     `${BASE}/tasks/retry`,

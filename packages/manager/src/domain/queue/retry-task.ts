@@ -4,6 +4,7 @@ import {
   RETRY_BULK_DEFAULT,
   RETRYABLE_TASK_STATES,
   ServiceError,
+  type QueuePlan,
   type Task,
   type TaskRetryBody,
   type TaskRetryBulkBody,
@@ -37,26 +38,55 @@ interface Candidate extends TaskRow {
   latest_failure_kind: string | null;
 }
 
-/** Retry one task; a task in another state is refused with `state-conflict`, naming it. */
+export type RetryOutcome = { kind: 'task'; task: Task } | { kind: 'plan'; plan: QueuePlan };
+
+function assertRetryable(task: TaskRow): void {
+  if (!RETRYABLE.includes(task.state))
+    throw new ServiceError(
+      'state-conflict',
+      `task ${task.task_id} is ${task.state}; only a failed, blocked or cancelled task can be retried`,
+      { taskId: task.task_id, state: task.state, retryableStates: [...RETRYABLE] },
+    );
+}
+
+/**
+ * Retry one task; a task in another state is refused with `state-conflict`, naming it (a dry
+ * run too: it answers what the retry would).
+ */
 export async function retryTask(
   ctx: Ctx,
   taskId: string,
   body: TaskRetryBody,
   by: RetryBy,
-): Promise<Task> {
+): Promise<RetryOutcome> {
+  if (body.dryRun) {
+    const task = await getTaskRow(ctx.db, taskId);
+    assertRetryable(task);
+    return {
+      kind: 'plan',
+      plan: {
+        action: 'retry',
+        taskId,
+        dryRun: true,
+        mutation: false,
+        plan: {
+          taskState: { from: task.state, to: 'queued' },
+          attemptsKept: task.attempt_count,
+          freshBudget: task.max_attempts,
+          by,
+          reason: body.reason ?? null,
+        },
+        valuesPrinted: false,
+      },
+    };
+  }
   const retried = await ctx.db.transaction().execute(async (trx) => {
     const rows = await lockCandidates(trx, sql`t.task_id = ${taskId}`, 1);
-    const task = rows[0] ?? (await getTaskRow(trx, taskId));
-    if (!RETRYABLE.includes(task.state))
-      throw new ServiceError(
-        'state-conflict',
-        `task ${taskId} is ${task.state}; only a failed, blocked or cancelled task can be retried`,
-        { taskId, state: task.state, retryableStates: [...RETRYABLE] },
-      );
+    assertRetryable(rows[0] ?? (await getTaskRow(trx, taskId)));
     return requeue(ctx, trx, rows, { by, reason: body.reason ?? null, bulk: false });
   });
   afterCommit(ctx, retried);
-  return getTask(ctx, taskId);
+  return { kind: 'task', task: await getTask(ctx, taskId) };
 }
 
 /** Retry every task matching the filters, up to `limit`; with dryRun, only say which. */
@@ -89,7 +119,7 @@ export async function retryTasks(
   const tasks = rows.map((row) =>
     toSummary(row, attempts.get(row.latest_attempt_id ?? '') ?? null, view),
   );
-  return { tasks, dryRun, more, limit };
+  return { tasks, dryRun, mutation: !dryRun, more, limit };
 }
 
 function bulkFilter(body: TaskRetryBulkBody) {
