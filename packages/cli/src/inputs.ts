@@ -115,5 +115,38 @@ export function instantOption(name: string) {
   };
 }
 
+/**
+ * A point in time as a person types it: a clock time (`10:00`, `09:30:15`) is its latest
+ * occurrence in local time (today, or yesterday when today's is still ahead); anything else
+ * must be an ISO 8601 instant with its offset. Answers the instant in ISO form (UTC).
+ */
+export function sinceOption(name: string, now: () => Date = () => new Date()) {
+  const instant = instantOption(name);
+  return (raw: string): string => {
+    const clock = /^(\d{1,2}):(\d{2})(?::(\d{2}))?$/.exec(raw);
+    if (!clock) {
+      try {
+        return new Date(instant(raw)).toISOString();
+      } catch {
+        throw new UsageError(
+          `${name} must be a clock time (10:00, local) or an ISO 8601 instant with its offset, e.g. 2026-01-31T12:00:00Z (got ${quoted(raw)})`,
+        );
+      }
+    }
+    const [hours, minutes, seconds] = [clock[1], clock[2], clock[3] ?? '0'].map(Number) as [
+      number,
+      number,
+      number,
+    ];
+    if (hours > 23 || minutes > 59 || seconds > 59)
+      throw new UsageError(`${name} ${quoted(raw)} is not a time of day (00:00 to 23:59)`);
+    const at = now();
+    const when = new Date(at);
+    when.setHours(hours, minutes, seconds, 0);
+    if (when > at) when.setDate(when.getDate() - 1);
+    return when.toISOString();
+  };
+}
+
 /** A value quoted for a message, cut short: a usage error never echoes a long input whole. */
 const quoted = (raw: string) => JSON.stringify(raw.length > 60 ? `${raw.slice(0, 57)}...` : raw);

@@ -13,6 +13,7 @@ import {
 } from '@svc/contracts';
 import { Cli, type Invocation } from './run.js';
 import { scheduleCommands } from './schedules-commands.js';
+import { addRetryCommand } from './queue-retry.js';
 import { choiceOption, intOption, jsonBody, type JsonSource } from './inputs.js';
 import { planLines } from './format/common.js';
 import { commanderLines, statsLines } from './format/overview.js';
@@ -298,6 +299,8 @@ export function queueProgram(): Cli {
         for (const line of dispatchLines(answer)) inv.out.line(line);
       }),
     );
+
+  addRetryCommand(cli);
 
   p.command('refresh')
     .description('write the outcome of the latest attempt from its run and command records')

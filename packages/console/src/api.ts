@@ -192,6 +192,10 @@ export const api = {
     }),
   cancelTask: (taskId: string, reason: string) =>
     request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/cancel`, { body: { reason } }),
+  retryTask: (taskId: string, reason: string) =>
+    request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/retry`, {
+      body: reason ? { reason } : {},
+    }),
   refreshTask: (taskId: string) =>
     request<Task>('POST', `/api/v1/queue/tasks/${enc(taskId)}/refresh`, { body: {} }),
   schedules: () => request<SchedulePage>('GET', '/api/v1/queue/schedules'),

@@ -54,7 +54,8 @@ export const FAILURE_KINDS = {
   },
   'attempts-exhausted': {
     httpStatus: 409,
-    meaning: 'the queue task used all of its maxAttempts; submit a new task to go on',
+    meaning:
+      'the queue task used all of its maxAttempts; retry it (`queue retry`) for a fresh budget',
   },
   'capacity-exhausted': {
     httpStatus: 429,

@@ -34,6 +34,7 @@ export * from './schemas/sessions.js';
 export * from './schemas/profiles.js';
 export * from './schemas/queue.js';
 export * from './schemas/schedules.js';
+export * from './schemas/queue-retry.js';
 export * from './secret-patterns.js';
 export { isMaskable, secretForms, MIN_SECRET_LENGTH } from './secret-forms.js';
 export * from './schemas/scheduler.js';

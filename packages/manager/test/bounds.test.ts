@@ -106,6 +106,7 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
     runnerJob: { ttlSecondsAfterFinished: 60 },
     dryRun: true,
   }),
+  'POST /api/v1/queue/tasks/retry': () => ({ queue: 'bounds', limit: 1, dryRun: true }),
   'PUT /api/v1/queue/queues/{queue}/settings': () => ({ maxRunning: 1 }),
   'POST /api/v1/queue/schedules': () => ({
     cron: '0 9 * * *',

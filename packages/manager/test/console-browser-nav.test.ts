@@ -98,6 +98,30 @@ describe('the console, seeded', { concurrency: false }, () => {
         if (shown.waiting) await page.locator('.waiting-reason').first().waitFor();
       });
 
+      it('a cancelled task can be retried: the page asks first, then shows it queued', async () => {
+        const task = await submit(rig.e.t, { title: `Retry me at ${width} px` });
+        const taskUrl = `/api/v1/queue/tasks/${task.taskId}`;
+        await rig.e.t.api('POST', `${taskUrl}/cancel`, { reason: 'wrong day' });
+        await page.goto(url(`/tasks/${task.taskId}`));
+        await page.getByRole('heading', { name: task.title }).waitFor();
+        await page.locator('.view-head .badge', { hasText: 'cancelled' }).waitFor();
+        const retry = page.getByRole('button', { name: 'Retry', exact: true });
+        // Backing out does nothing; confirming requeues it.
+        await retry.click();
+        await page.getByRole('dialog').getByRole('button', { name: 'Back' }).click();
+        assert.equal((await rig.e.t.api('GET', taskUrl)).body.state, 'cancelled');
+        await retry.click();
+        await page.getByRole('dialog').getByLabel('Reason (optional)').fill('right day now');
+        await page.getByRole('button', { name: 'Confirm retry' }).click();
+        await page.locator('.view-head .badge', { hasText: 'queued' }).waitFor({ timeout: 10_000 });
+        await page.locator('dd', { hasText: 'right day now' }).waitFor();
+        assert.equal(await retry.count(), 0, 'a queued task takes no retry');
+        const shown = (await rig.e.t.api('GET', taskUrl)).body;
+        assert.equal(shown.state, 'queued');
+        assert.equal(shown.retries[0].reason, 'right day now');
+        await noSideways('a retried task page');
+      });
+
       it('a session page lists every run and turn, each prompt with its reply', async () => {
         const { session } = seeded;
         await page.goto(url(`/sessions/${session.sessionId}`));

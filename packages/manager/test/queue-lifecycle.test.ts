@@ -150,7 +150,7 @@ describe('next hints and snapshots of tasks that ended early', () => {
     assert.equal(retry.attempt.retryIndex, 1);
   });
 
-  it('a failed dispatch with no attempt left suggests showing the task', async () => {
+  it('a failed dispatch with no attempt left suggests a retry (a fresh budget)', async () => {
     const task = await submit(rig.t, { maxAttempts: 1 });
     const jobs = join(rig.t.dataDir, 'jobs');
     await rename(jobs, `${jobs}.aside`).catch(() => undefined);
@@ -161,6 +161,6 @@ describe('next hints and snapshots of tasks that ended early', () => {
       await rm(jobs, { force: true });
       await rename(`${jobs}.aside`, jobs).catch(() => undefined);
     }
-    assert.equal((await show(rig.t, task.taskId)).next, `queue show ${task.taskId}`);
+    assert.equal((await show(rig.t, task.taskId)).next, `queue retry ${task.taskId}`);
   });
 });

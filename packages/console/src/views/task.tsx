@@ -107,6 +107,7 @@ function TaskFacts({ task: t }: { task: Task }) {
           {t.counters.failed > 0 && `, ${t.counters.failed} failed`}
           {t.counters.blocked > 0 && `, ${t.counters.blocked} blocked`}
         </Field>
+        {t.retries.length > 0 && <Retries task={t} />}
         {t.sessionId && (
           <Field label="Session">
             <Id value={t.sessionId} what="session id" href={`/sessions/${t.sessionId}`} />
@@ -147,6 +148,19 @@ function TaskFacts({ task: t }: { task: Task }) {
         </Field>
       </dl>
     </div>
+  );
+}
+
+/** The last retry: who, when, from which state; the budget counts from it. */
+function Retries({ task: t }: { task: Task }) {
+  const last = t.retries.at(-1)!;
+  return (
+    <Field label="Retried">
+      {t.counters.retries === 1 ? 'once' : `${t.counters.retries} times`}, last by {last.by} from{' '}
+      {last.fromState} <Time at={last.at} />
+      {last.reason && ` (${last.reason})`}; {t.counters.sinceRetry} of {t.maxAttempts} attempts used
+      since
+    </Field>
   );
 }
 

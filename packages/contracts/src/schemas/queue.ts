@@ -22,6 +22,9 @@ export const TASK_STATES = [
 export type TaskState = (typeof TASK_STATES)[number];
 /** A task in one of these states accepts no further dispatch. */
 export const FINAL_TASK_STATES: readonly TaskState[] = ['completed', 'cancelled'];
+/** A task in one of these states may be retried: requeued with a fresh attempt budget. */
+export const RETRYABLE_TASK_STATES = ['failed', 'blocked', 'cancelled'] as const;
+export type RetryableTaskState = (typeof RETRYABLE_TASK_STATES)[number];
 
 export const ATTEMPT_STATES = [
   'dispatched',
@@ -146,6 +149,10 @@ const Counters = Type.Object({
   attempts: Type.Integer(),
   failed: Type.Integer(),
   blocked: Type.Integer(),
+  /** Times the task was retried (requeued with a fresh budget). */
+  retries: Type.Integer(),
+  /** Attempts since the last retry: the ones that count against maxAttempts. */
+  sinceRetry: Type.Integer(),
 });
 
 const ReaderState = Type.Object({
@@ -226,6 +233,23 @@ export const JudgeRunList = Type.Object({
 });
 export type JudgeRunList = Static<typeof JudgeRunList>;
 
+/** One retry in a task's history. */
+export const TaskRetry = Type.Object({
+  retryId: Type.String(),
+  at: Timestamp,
+  by: Type.String(),
+  reason: Nullable(Type.String()),
+  /** The state the task left. */
+  fromState: StringEnum(RETRYABLE_TASK_STATES),
+  /** The failure kind of its latest attempt then (null when it had none). */
+  failureKind: Nullable(Type.String()),
+  /** Attempts made before the retry; attempts from here count against maxAttempts. */
+  attemptsBefore: Type.Integer(),
+  /** Part of a bulk retry. */
+  bulk: Type.Boolean(),
+});
+export type TaskRetry = Static<typeof TaskRetry>;
+
 export const Task = Type.Object({
   ...summaryFields,
   ...inputFields,
@@ -238,6 +262,8 @@ export const Task = Type.Object({
   judgeRuns: Type.Array(JudgeRun),
   /** Every attempt, oldest first (the newest TASK_ATTEMPTS_SHOWN when there are more). */
   attempts: Type.Array(Attempt),
+  /** Every retry a person asked for, oldest first. */
+  retries: Type.Array(TaskRetry),
   scheduling: TaskScheduling,
   cancelReason: Nullable(Type.String()),
   terminalAt: Nullable(Timestamp),
@@ -351,7 +377,7 @@ export type RefreshBody = Static<typeof RefreshBody>;
 
 /** What a dry run of any queue mutation answers: the plan, and nothing written. */
 export const QueuePlan = Type.Object({
-  action: StringEnum(['submit', 'cancel', 'read', 'dispatch', 'refresh'] as const),
+  action: StringEnum(['submit', 'cancel', 'read', 'dispatch', 'refresh', 'retry'] as const),
   taskId: Nullable(Type.String()),
   dryRun: Type.Literal(true),
   mutation: Type.Literal(false),

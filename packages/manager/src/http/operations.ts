@@ -227,6 +227,17 @@ export const OPERATIONS: Readonly<Record<string, OperationInfo>> = {
     'Refresh the state of a task from its attempt',
     [409],
   ),
+  'POST /api/v1/queue/tasks/:taskId/retry': op(
+    'retryTask',
+    'queue',
+    'Retry a failed, blocked or cancelled task with a fresh attempt budget',
+    [409],
+  ),
+  'POST /api/v1/queue/tasks/retry': op(
+    'retryTasks',
+    'queue',
+    'Retry the failed tasks matching filters (or list them with dryRun)',
+  ),
   'GET /api/v1/queue/tasks/:taskId/judge-runs': op(
     'listJudgeRuns',
     'queue',

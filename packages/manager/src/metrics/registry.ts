@@ -82,6 +82,13 @@ export const runnerJobsFailed = new Counter({
   registers: [registry],
 });
 
+export const tasksRetried = new Counter({
+  name: 'svc_queue_tasks_retried_total',
+  help: 'Queue tasks a person retried through this process (requeued with a fresh attempt budget), by queue',
+  labelNames: ['queue'] as const,
+  registers: [registry],
+});
+
 /**
  * 1, labelled with what runs: the version, the source commit and the Node.js version. Join on
  * it in queries, or count its versions to see a rollout that did not finish.

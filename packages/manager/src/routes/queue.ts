@@ -25,6 +25,7 @@ import { commander, queueStats } from '../domain/queue/overview.js';
 import { refreshTask } from '../domain/queue/refresh.js';
 import { submitTask } from '../domain/queue/submit.js';
 import { getTask, listTasks } from '../domain/queue/views.js';
+import { queueRetryRoutes } from './queue-retry.js';
 import { errors, type App } from './common.js';
 
 const BASE = '/api/v1/queue';
@@ -133,4 +134,5 @@ export function queueRoutes(app: App, ctx: Ctx, deps: QueueDeps): void {
     { schema: { querystring: CommanderQuery, response: { 200: Commander, ...errors } } },
     async (request) => commander(ctx, request.query),
   );
+  queueRetryRoutes(app, ctx);
 }

@@ -261,6 +261,8 @@ export interface QueueTasksTable {
   /** The schedule that fired this task, and the tick it was fired for (migration 0026). */
   schedule_id: string | null;
   schedule_tick: Timestamp | null;
+  retry_base: Generated<number>;
+  retry_count: Generated<number>;
 }
 
 /** Recurring schedules (migration 0026): a task template fired on each cron tick. */
@@ -281,6 +283,19 @@ export interface QueueSchedulesTable {
   last_error_at: Timestamp | null;
   created_at: DefaultTimestamp;
   updated_at: DefaultTimestamp;
+}
+
+export interface QueueTaskRetriesTable {
+  retry_id: string;
+  task_id: string;
+  from_state: string;
+  failure_kind: string | null;
+  attempts_before: number;
+  retried_by: string;
+  reason: string | null;
+  bulk: Generated<boolean>;
+  change_seq: number;
+  retried_at: DefaultTimestamp;
 }
 
 export interface QueueAttemptsTable {
@@ -374,4 +389,5 @@ export interface Database {
   queue_task_references: QueueTaskReferencesTable;
   queue_settings: QueueSettingsTable;
   queue_schedules: QueueSchedulesTable;
+  queue_task_retries: QueueTaskRetriesTable;
 }

@@ -16,6 +16,7 @@ import {
   type TaskRow,
 } from './store.js';
 import { preparedForOne } from '../../store/prepared.js';
+import { attemptsLeft, attemptsSinceRetry } from './budget.js';
 
 /**
  * An attempt still `dispatched` with no run this long after it was created was cut off between
@@ -48,11 +49,15 @@ export function checkDispatchable(task: TaskRow, open: AttemptRow | undefined): 
       `task ${task.task_id} has attempt ${open.attempt_id} ${open.state}; refresh it or wait for its outcome`,
       { taskId: task.task_id, attemptId: open.attempt_id, attemptState: open.state },
     );
-  if (task.attempt_count >= task.max_attempts)
+  if (!attemptsLeft(task))
     throw new ServiceError(
       'attempts-exhausted',
-      `task ${task.task_id} used ${task.attempt_count} of ${task.max_attempts} attempts`,
-      { taskId: task.task_id, attempts: task.attempt_count, maxAttempts: task.max_attempts },
+      `task ${task.task_id} used ${attemptsSinceRetry(task)} of ${task.max_attempts} attempts; queue retry ${task.task_id} gives it a fresh budget`,
+      {
+        taskId: task.task_id,
+        attempts: attemptsSinceRetry(task),
+        maxAttempts: task.max_attempts,
+      },
     );
 }
 

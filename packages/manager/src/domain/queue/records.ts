@@ -6,6 +6,7 @@ import {
   type Supervisor,
   type Task,
   type TaskReference,
+  type TaskRetry,
   type TaskState,
   type TaskSummary,
   type TaskWaiting,
@@ -15,7 +16,8 @@ import { iso, isoRequired } from '../../store/json.js';
 import type { QueueJudgeRunsTable, QueueTaskReferencesTable } from '../../store/schema.js';
 import { schedulingOf } from '../scheduler/task-policy.js';
 import { sessionPath } from '../sessions/records.js';
-import type { AttemptRow, TaskRow } from './store.js';
+import type { AttemptRow, RetryRow, TaskRow } from './store.js';
+import { attemptsLeft, attemptsSinceRetry } from './budget.js';
 import { dispatchHelps, waitingOf, type WaitingView } from './waiting.js';
 
 const FAILED: readonly string[] = ['failed', 'blocked'];
@@ -73,7 +75,9 @@ export function nextCommand(
   const show = `queue show ${task.task_id}`;
   const dispatch = dispatchHelps(task, attempt, waiting, view)
     ? `queue dispatch ${task.task_id}`
-    : show;
+    : FAILED.includes(task.state) && !attemptsLeft(task)
+      ? `queue retry ${task.task_id}`
+      : show;
   if (task.state === 'cancelled')
     return sessionId && attempt?.run_id ? `sessions show ${sessionId}` : show;
   if (!attempt || !sessionId)
@@ -123,6 +127,8 @@ export function toSummary(
       attempts: row.attempt_count,
       failed: row.failed_attempts,
       blocked: row.blocked_attempts,
+      retries: row.retry_count,
+      sinceRetry: attemptsSinceRetry(row),
     },
     sessionId: row.session_id,
     sessionPath: row.session_id ? sessionPath(row.session_id) : null,
@@ -163,6 +169,7 @@ export function toTask(
   judgeRuns: Selectable<QueueJudgeRunsTable>[],
   view: WaitingView,
   attempts: AttemptRow[] = [],
+  retries: RetryRow[] = [],
 ): Task {
   return {
     ...toSummary(row, attempt, view, { full: false }),
@@ -183,6 +190,7 @@ export function toTask(
     })),
     judgeRuns: judgeRuns.map(toJudgeRun),
     attempts: attempts.map(toAttempt),
+    retries: retries.map(toRetry),
     scheduling: schedulingOf(row, view.settings),
     cancelReason: row.cancel_reason,
     schedule:
@@ -191,6 +199,19 @@ export function toTask(
         : null,
     terminalAt: iso(row.terminal_at),
     valuesPrinted: false,
+  };
+}
+
+export function toRetry(r: RetryRow): TaskRetry {
+  return {
+    retryId: r.retry_id,
+    at: isoRequired(r.retried_at),
+    by: r.retried_by,
+    reason: r.reason,
+    fromState: r.from_state as TaskRetry['fromState'],
+    failureKind: r.failure_kind,
+    attemptsBefore: r.attempts_before,
+    bulk: r.bulk,
   };
 }
 

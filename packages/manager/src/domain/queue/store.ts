@@ -3,6 +3,7 @@ import type { Executor, Tx } from '../../store/runs.js';
 import type {
   QueueAttemptsTable,
   QueueReadCursorsTable,
+  QueueTaskRetriesTable,
   QueueTasksTable,
 } from '../../store/schema.js';
 import { PREPARED } from '../../store/prepared.js';
@@ -11,6 +12,7 @@ import { PREPARED } from '../../store/prepared.js';
 export type TaskRow = Selectable<QueueTasksTable>;
 export type AttemptRow = Selectable<QueueAttemptsTable>;
 export type ReadCursorRow = Selectable<QueueReadCursorsTable>;
+export type RetryRow = Selectable<QueueTaskRetriesTable>;
 
 type Patch<T> = Partial<Record<keyof T, unknown>>;
 
@@ -193,6 +195,19 @@ export async function listReferences(db: Executor, taskId: string) {
     .where('task_id', '=', taskId)
     .orderBy('position')
     .execute();
+}
+
+/** A task's retry history, oldest first: the newest `limit` retries. */
+export async function listRetries(db: Executor, taskId: string, limit = 100): Promise<RetryRow[]> {
+  const rows = await db
+    .selectFrom('queue_task_retries')
+    .selectAll()
+    .where('task_id', '=', taskId)
+    .orderBy('retried_at', 'desc')
+    .orderBy('change_seq', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.reverse();
 }
 
 export async function listJudgeRuns(db: Executor, taskId: string) {

@@ -20,6 +20,7 @@ import {
   listAttempts,
   listJudgeRuns,
   listReferences,
+  listRetries,
   type AttemptRow,
   type TaskRow,
 } from './store.js';
@@ -36,14 +37,15 @@ export async function getTaskRow(db: Executor, taskId: string): Promise<TaskRow>
 
 export async function getTask(ctx: Pick<Ctx, 'db' | 'config'>, taskId: string): Promise<Task> {
   const row = await getTaskRow(ctx.db, taskId);
-  const [attempt, references, judgeRuns, attempts, view] = await Promise.all([
+  const [attempt, references, judgeRuns, attempts, view, retries] = await Promise.all([
     row.latest_attempt_id ? findAttempt(ctx.db, row.latest_attempt_id) : Promise.resolve(undefined),
     listReferences(ctx.db, taskId),
     listJudgeRuns(ctx.db, taskId),
     listAttempts(ctx.db, taskId, TASK_ATTEMPTS_SHOWN),
     waitingView(ctx.db, ctx.config.scheduler, [row]),
+    listRetries(ctx.db, taskId),
   ]);
-  return toTask(row, attempt ?? null, references, judgeRuns, view, attempts);
+  return toTask(row, attempt ?? null, references, judgeRuns, view, attempts, retries);
 }
 
 /** Latest attempts of a page of tasks, in one query. */

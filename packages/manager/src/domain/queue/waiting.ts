@@ -6,6 +6,7 @@ import type { Executor } from '../../store/runs.js';
 import { blockingLimit, readCapacity, type InUse, type Limits } from '../scheduler/capacity.js';
 import { retryPolicyOf } from '../scheduler/task-policy.js';
 import type { AttemptRow, TaskRow } from './store.js';
+import { attemptsLeft } from './budget.js';
 
 /**
  * Why a task waits, for every view of it (task, listing, commander), and whether a person's
@@ -23,7 +24,6 @@ export interface WaitingView {
 }
 
 const FAILED_OR_BLOCKED = ['failed', 'blocked'];
-const attemptsLeft = (task: TaskRow) => task.attempt_count < task.max_attempts;
 const sessionOf = (task: TaskRow) => (task.session_ref as SessionRef | null)?.sessionId ?? null;
 
 /** Tasks whose answer depends on capacity: those that may start, by the scheduler or a person. */

@@ -6,6 +6,7 @@ import type { Ctx, TerminalChange } from '../context.js';
 import type { Tx } from '../../store/runs.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { runBaseOf } from '../queue/inputs.js';
+import { attemptsLeft } from '../queue/budget.js';
 import { changeTask, findTask, lockTask } from '../queue/store.js';
 import { buildResult } from '../runs/results.js';
 import { sendToSession } from '../sessions/send.js';
@@ -228,7 +229,7 @@ async function decide(ctx: Ctx, judgeRunId: string, decision: Decision): Promise
     if (!task || task.state !== 'running' || task.latest_attempt_id !== judge.attempt_id) return;
     if (decision.verdict !== 'fail') {
       await changeTask(trx, task.task_id, { state: 'completed', terminal_at: sql`now()` });
-    } else if (decision.suggestion && task.attempt_count < task.max_attempts) {
+    } else if (decision.suggestion && attemptsLeft(task)) {
       await changeTask(trx, task.task_id, {
         state: 'queued',
         retry_note: decision.suggestion,

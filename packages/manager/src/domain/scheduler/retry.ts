@@ -2,6 +2,7 @@ import { DEFAULT_RETRYABLE_KINDS } from '@svc/contracts';
 import { sql } from 'kysely';
 import type { Ctx } from '../context.js';
 import { refreshTask } from '../queue/refresh.js';
+import { ATTEMPTS_LEFT_SQL, attemptsLeft, attemptsSinceRetry } from '../queue/budget.js';
 import { changeTask, lockTask } from '../queue/store.js';
 import { backoffDelay, retryPolicyOf } from './task-policy.js';
 
@@ -38,7 +39,7 @@ export async function requeueRetries(ctx: Ctx, limit = 200): Promise<number> {
   const rows = await sql<{ task_id: string }>`
     SELECT t.task_id FROM queue_tasks t
     JOIN queue_attempts a ON a.attempt_id = t.latest_attempt_id
-    WHERE t.state = 'failed' AND a.state = 'failed' AND t.attempt_count < t.max_attempts
+    WHERE t.state = 'failed' AND a.state = 'failed' AND ${sql.raw(ATTEMPTS_LEFT_SQL('t'))}
       AND CASE WHEN t.retry_policy->'retryOn' IS NOT NULL
         THEN jsonb_exists(t.retry_policy->'retryOn', a.failure_kind)
         ELSE a.failure_kind = ANY(${[...DEFAULT_RETRYABLE_KINDS]}::text[]) END
@@ -47,8 +48,11 @@ export async function requeueRetries(ctx: Ctx, limit = 200): Promise<number> {
   for (const { task_id } of rows.rows) {
     const done = await ctx.db.transaction().execute(async (trx) => {
       const task = await lockTask(trx, task_id);
-      if (!task || task.state !== 'failed' || task.attempt_count >= task.max_attempts) return false;
-      const delay = backoffDelay(retryPolicyOf(task, ctx.config.scheduler), task.attempt_count);
+      if (!task || task.state !== 'failed' || !attemptsLeft(task)) return false;
+      const delay = backoffDelay(
+        retryPolicyOf(task, ctx.config.scheduler),
+        attemptsSinceRetry(task),
+      );
       await changeTask(trx, task_id, {
         state: 'queued',
         run_after: sql`now() + make_interval(secs => ${delay / 1000})`,
