@@ -258,6 +258,8 @@ export interface QueueTasksTable {
   retry_note: string | null;
   deferrals: Generated<number>;
   last_refusal: Json<Record<string, unknown>> | null;
+  concurrency_key: string | null;
+  concurrency_limit: number | null;
 }
 
 export interface QueueAttemptsTable {
@@ -320,6 +322,15 @@ export interface QueueJudgeRunsTable {
 export interface QueueSettingsTable {
   queue: string;
   max_running: number | null;
+  paused: Generated<boolean>;
+  updated_at: DefaultTimestamp;
+}
+
+/** Capacity limits and profile start rates set at run time (they override configuration). */
+export interface QueueLimitsTable {
+  scope: 'global' | 'tenant' | 'profile' | 'profile-rate';
+  name: string;
+  value: number;
   updated_at: DefaultTimestamp;
 }
 
@@ -350,4 +361,5 @@ export interface Database {
   queue_judge_runs: QueueJudgeRunsTable;
   queue_task_references: QueueTaskReferencesTable;
   queue_settings: QueueSettingsTable;
+  queue_limits: QueueLimitsTable;
 }

@@ -119,6 +119,8 @@ export function toSummary(
     backendProfile: row.backend_profile,
     summary: row.summary,
     maxAttempts: row.max_attempts,
+    concurrencyKey: row.concurrency_key,
+    concurrencyLimit: row.concurrency_limit,
     counters: {
       attempts: row.attempt_count,
       failed: row.failed_attempts,

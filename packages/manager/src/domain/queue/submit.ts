@@ -44,6 +44,12 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
   const profile = session && !body.backendProfile ? session.backend_profile : profileOf(body);
   const runBase = runBaseOfBody(body, profile);
   checkTaskInputs(ctx, runBase, profile, body.payload);
+  if (body.concurrencyLimit !== undefined && body.concurrencyKey === undefined)
+    throw new ServiceError(
+      'schema-invalid',
+      'concurrencyLimit needs a concurrencyKey: the limit counts the attempts of one key',
+      { field: 'concurrencyLimit' },
+    );
   const { dryRun: _dryRun, taskId: givenId, ...content } = body;
   const hash = payloadHash(content);
   if (givenId) {
@@ -78,6 +84,8 @@ export async function submitTask(ctx: Ctx, body: TaskSubmitBody): Promise<Submit
     metadata: json(body.metadata ?? {}),
     summary: body.summary ?? null,
     max_attempts: body.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    concurrency_key: body.concurrencyKey ?? null,
+    concurrency_limit: body.concurrencyKey === undefined ? null : (body.concurrencyLimit ?? 1),
     ...schedulingColumns(body, profile),
   };
   const references = body.references ?? [];

@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import { iso } from '../../store/json.js';
 import type { Executor } from '../../store/runs.js';
-import { blockingLimit, readCapacity, type InUse, type Limits } from '../scheduler/capacity.js';
+import { holdOf, readCapacity, type Hold, type InUse, type Limits } from '../scheduler/capacity.js';
 import { retryPolicyOf } from '../scheduler/task-policy.js';
 import type { AttemptRow, TaskRow } from './store.js';
 
@@ -66,24 +66,66 @@ async function busySessions(db: Executor, sessionIds: string[]): Promise<Map<str
 }
 
 const SCOPES = { global: 'global', tenant: 'tenant', backendProfile: 'profile', queue: 'queue' };
+type Scope = NonNullable<TaskWaiting['limit']>['scope'];
+
+/** What holds a new attempt of this task back now (paused queue, a limit, key, rate). */
+function holdOfTask(task: TaskRow, view: WaitingView): Hold | null {
+  if (!view.capacity) return null;
+  return holdOf(
+    view.capacity.limits,
+    view.capacity.use,
+    {
+      tenantId: task.tenant_id,
+      backendProfile: task.backend_profile,
+      queue: task.queue,
+      concurrencyKey: task.concurrency_key,
+      concurrencyLimit: task.concurrency_limit,
+    },
+    view.now,
+  );
+}
 
 /** The capacity limit a new attempt of this task would pass, in the API's terms. */
 function capacityLimit(task: TaskRow, view: WaitingView): TaskWaiting['limit'] {
-  if (!view.capacity) return null;
-  const blocked = blockingLimit(view.capacity.limits, view.capacity.use, {
-    tenantId: task.tenant_id,
-    backendProfile: task.backend_profile,
-    queue: task.queue,
-  });
-  if (!blocked) return null;
+  const hold = holdOfTask(task, view);
+  if (!hold || hold.kind !== 'capacity') return null;
   return {
-    scope: SCOPES[blocked.scope as keyof typeof SCOPES] as NonNullable<
-      TaskWaiting['limit']
-    >['scope'],
-    key: blocked.name,
-    limit: blocked.limit,
-    used: blocked.inUse,
+    scope: SCOPES[hold.scope as keyof typeof SCOPES] as Scope,
+    key: hold.name,
+    limit: hold.limit,
+    used: hold.inUse,
   };
+}
+
+/** Why a ready task is held back by its queue, key or profile rate; null for none. */
+function heldWaiting(task: TaskRow, view: WaitingView): TaskWaiting | null {
+  const hold = holdOfTask(task, view);
+  if (!hold) return null;
+  switch (hold.kind) {
+    case 'paused':
+      return wait(
+        'queue-paused',
+        `its queue ${hold.queue} is paused; queue resume ${hold.queue} lets it start`,
+      );
+    case 'key':
+      return wait(
+        'concurrency-key',
+        `concurrency key ${hold.key} has ${hold.inUse} of this task's limit of ${hold.limit} attempts open; it starts when one of them ends`,
+        null,
+        { scope: 'concurrency-key', key: hold.key, limit: hold.limit, used: hold.inUse },
+      );
+    case 'rate':
+      return wait(
+        'profile-rate',
+        `profile ${hold.profile} started ${hold.starts} of its ${hold.rate} attempts per minute; it can start at ${hold.at.toISOString()}`,
+        hold.at,
+        { scope: 'profile-rate', key: hold.profile, limit: hold.rate, used: hold.starts },
+      );
+    case 'capacity': {
+      const limit = capacityLimit(task, view)!;
+      return wait('capacity', `${limitText(limit)}; it starts when one of them ends`, null, limit);
+    }
+  }
 }
 
 /** Whether the scheduler will retry this failed task by itself (its policy, attempts left). */
@@ -130,6 +172,8 @@ export function waitingOf(
       'blocked',
       `it used all ${task.max_attempts} of its attempts; submit a new task to go on, or cancel it`,
     );
+  // A paused queue says so first: nothing of it starts, whatever else it waits for.
+  if (view.capacity?.limits.paused.has(task.queue)) return heldWaiting(task, view);
   const runAfter = task.run_after ? new Date(task.run_after) : null;
   const later = scheduler && runAfter && runAfter > view.now ? runAfter : null;
   const session = sessionOf(task);
@@ -156,9 +200,8 @@ export function waitingOf(
       );
     return wait('run-after', 'its runAfter has not come yet', later);
   }
-  const limit = capacityLimit(task, view);
-  if (limit)
-    return wait('capacity', `${limitText(limit)}; it starts when one of them ends`, null, limit);
+  const held = heldWaiting(task, view);
+  if (held) return held;
   if (!scheduler)
     return wait(
       'scheduler-off',
@@ -190,5 +233,5 @@ export function dispatchHelps(
   const session = sessionOf(task);
   if (session && view.busy.has(session)) return false;
   if (!view.capacity) return false;
-  return capacityLimit(task, view) === null;
+  return holdOfTask(task, view) === null;
 }

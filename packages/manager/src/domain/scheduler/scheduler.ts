@@ -6,7 +6,7 @@ import type { Ctx } from '../context.js';
 import { DispatchScope, inDispatchScope, UsableProfiles } from '../dispatch-scope.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { prepare } from '../queue/dispatch.js';
-import { anyReady, claimBatch, startClaimed, type Claimed } from './claim.js';
+import { anyReady, claimBatch, nextRateFreeAt, startClaimed, type Claimed } from './claim.js';
 import { startBatch, writeRecords, type FreshAttempt, type PendingJob } from './launch-batch.js';
 import { runJudges } from './judge.js';
 import { LaunchPool } from './launch-pool.js';
@@ -192,9 +192,16 @@ export class Scheduler {
     }
   }
 
-  /** Sleep until the earliest waiting task is due (never longer than the scan interval). */
+  /**
+   * Sleep until the earliest waiting task is due, or a profile's start rate has room again
+   * (never longer than the scan interval).
+   */
   async #planWake(): Promise<void> {
-    const due = await nextDueAt(this.ctx.db);
+    const [runAfter, rate] = await Promise.all([
+      nextDueAt(this.ctx.db),
+      nextRateFreeAt(this.ctx.db),
+    ]);
+    const due = runAfter && rate ? (runAfter < rate ? runAfter : rate) : (runAfter ?? rate);
     const scanAt = new Date(Date.now() + this.settings.scanIntervalMs);
     this.nextWakeAt = due && due < scanAt ? due : scanAt;
     if (this.#due) clearTimeout(this.#due);
