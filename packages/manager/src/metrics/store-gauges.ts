@@ -26,6 +26,8 @@ interface Counts {
   commands: Map<string, number>;
   runnerJobs: Map<string, number>;
   queueTasks: Map<string, number>;
+  /** Paused queues, each with its queued tasks. */
+  paused: Map<string, number>;
 }
 
 const gauge = (name: string, help: string, label: string) =>
@@ -46,6 +48,16 @@ const failures = new Gauge({
 const commands = gauge('svc_commands', 'Commands in the store by state', 'state');
 const runnerJobs = gauge('svc_runner_jobs', 'Runner jobs in the store by phase', 'phase');
 const queueTasks = gauge('svc_queue_tasks', 'Queue tasks in the store by state', 'state');
+const pausedQueues = gauge(
+  'svc_queue_paused',
+  'Paused queues: 1 per queue paused (nothing of it is dispatched until resumed)',
+  'queue',
+);
+const pausedTasks = new Gauge({
+  name: 'svc_queue_paused_tasks',
+  help: 'Queued tasks in paused queues (they wait on purpose: SvcQueueBackingUp leaves them out)',
+  registers: [registry],
+});
 const ageSeconds = new Gauge({
   name: 'svc_store_counts_age_seconds',
   help: 'Age of the per-state store counts shown above',
@@ -112,6 +124,9 @@ export class StoreGauges {
         publish(commands, 'state', COMMAND_STATES, counts.commands);
         publish(runnerJobs, 'phase', RUNNER_JOB_PHASES, counts.runnerJobs);
         publish(queueTasks, 'state', TASK_STATES, counts.queueTasks);
+        pausedQueues.reset();
+        for (const queue of counts.paused.keys()) pausedQueues.set({ queue }, 1);
+        pausedTasks.set([...counts.paused.values()].reduce((sum, n) => sum + n, 0));
       })
       .catch(this.onError)
       .finally(() => {
@@ -128,7 +143,7 @@ export class StoreGauges {
   async #load(): Promise<Counts> {
     // One grouped count per table, in parallel; runs and queue tasks count from their state indexes.
     // Activities are counted over open runs only (closed is the sum of the terminal states).
-    const [r, a, f, c, j, q] = await Promise.all(
+    const [r, a, f, c, j, q, p] = await Promise.all(
       [
         sql<{
           k: string;
@@ -154,6 +169,10 @@ export class StoreGauges {
           k: string;
           n: number;
         }>`SELECT state AS k, count(*)::int AS n FROM queue_tasks GROUP BY state`,
+        sql<{ k: string; n: number }>`
+          SELECT s.queue AS k, (SELECT count(*)::int FROM queue_tasks t
+            WHERE t.state = 'queued' AND t.queue = s.queue) AS n
+          FROM queue_settings s WHERE s.paused`,
       ].map(async (query) => new Map((await query.execute(this.db)).rows.map((x) => [x.k, x.n]))),
     );
     return {
@@ -163,6 +182,7 @@ export class StoreGauges {
       commands: c!,
       runnerJobs: j!,
       queueTasks: q!,
+      paused: p!,
     };
   }
 }
