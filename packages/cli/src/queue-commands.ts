@@ -82,24 +82,24 @@ export function queueProgram(): Cli {
           inv,
           flags: JsonSource & DryRunFlag & { concurrencyKey?: string; concurrencyLimit?: number },
         ) => {
-        if (flags.concurrencyLimit !== undefined && flags.concurrencyKey === undefined)
-          throw new UsageError('--concurrency-limit needs --concurrency-key');
-        const body = (await jsonBody(flags, { required: true, what: 'the task JSON' }))!;
-        const answer = await inv.client.request<Task | QueuePlan>('POST', `${BASE}/tasks`, {
-          ...body,
-          ...(flags.concurrencyKey !== undefined ? { concurrencyKey: flags.concurrencyKey } : {}),
-          ...(flags.concurrencyLimit !== undefined
-            ? { concurrencyLimit: flags.concurrencyLimit }
-            : {}),
-          ...(flags.dryRun ? { dryRun: true } : {}),
-        });
-        if (isPlan(answer)) return printPlan(inv, answer);
-        if (inv.config.json) return inv.out.data(boundedTask(answer));
-        inv.out.line(
-          `submitted ${answer.taskId} (${answer.state}, priority ${answer.priority}) to ${answer.queue}/${answer.lane}`,
-        );
-        if (answer.waiting) inv.out.line(`  ${waitingLine(answer.waiting)}`);
-        inv.out.line(`  next: ${answer.next ?? `queue show ${answer.taskId}`}`);
+          if (flags.concurrencyLimit !== undefined && flags.concurrencyKey === undefined)
+            throw new UsageError('--concurrency-limit needs --concurrency-key');
+          const body = (await jsonBody(flags, { required: true, what: 'the task JSON' }))!;
+          const answer = await inv.client.request<Task | QueuePlan>('POST', `${BASE}/tasks`, {
+            ...body,
+            ...(flags.concurrencyKey !== undefined ? { concurrencyKey: flags.concurrencyKey } : {}),
+            ...(flags.concurrencyLimit !== undefined
+              ? { concurrencyLimit: flags.concurrencyLimit }
+              : {}),
+            ...(flags.dryRun ? { dryRun: true } : {}),
+          });
+          if (isPlan(answer)) return printPlan(inv, answer);
+          if (inv.config.json) return inv.out.data(boundedTask(answer));
+          inv.out.line(
+            `submitted ${answer.taskId} (${answer.state}, priority ${answer.priority}) to ${answer.queue}/${answer.lane}`,
+          );
+          if (answer.waiting) inv.out.line(`  ${waitingLine(answer.waiting)}`);
+          inv.out.line(`  next: ${answer.next ?? `queue show ${answer.taskId}`}`);
         },
       ),
     );

@@ -58,7 +58,11 @@ export function queueControls(cli: Cli, p: Command): void {
         'none removes one (back to configuration); no option shows the limits in force',
     )
     .option('--global <n|none>', 'live runners at most, service-wide', globalLimit)
-    .option('--tenant <name=n|none>', 'live runners per tenant (repeatable)', namedLimit('--tenant', 0))
+    .option(
+      '--tenant <name=n|none>',
+      'live runners per tenant (repeatable)',
+      namedLimit('--tenant', 0),
+    )
     .option(
       '--profile <name=n|none>',
       'live runners per provider profile (repeatable)',

@@ -15,7 +15,11 @@ before(async () => {
   assertBuilt();
   rig = await startQueueRig({
     listen: true,
-    env: { SVC_API_KEY: KEY, SVC_SCHEDULER_MAX_RUNNING: '10', SVC_TENANT_ALLOWLIST: 'tenant-a,a,b' },
+    env: {
+      SVC_API_KEY: KEY,
+      SVC_SCHEDULER_MAX_RUNNING: '10',
+      SVC_TENANT_ALLOWLIST: 'tenant-a,a,b',
+    },
   });
   env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY };
 });
@@ -44,7 +48,10 @@ describe('queue controls from the CLI', () => {
     assert.match(paused.stdout, /queue pausedq paused: nothing of it is dispatched/);
 
     const show = await queue(['show', waiting]);
-    assert.match(show.stdout, /waiting: queue-paused: its queue pausedq is paused; queue resume pausedq/);
+    assert.match(
+      show.stdout,
+      /waiting: queue-paused: its queue pausedq is paused; queue resume pausedq/,
+    );
     const stats = await queue(['stats', '--queue', 'pausedq']);
     assert.match(stats.stdout, /paused: pausedq/);
     const scheduler = await queue(['scheduler']);
@@ -96,7 +103,17 @@ describe('queue controls from the CLI', () => {
     });
     const back = await cliJson(
       'queue',
-      ['limits', '--global', 'none', '--tenant', 'a=none', '--profile', 'p=none', '--profile-rate', 'builtin-a=none'],
+      [
+        'limits',
+        '--global',
+        'none',
+        '--tenant',
+        'a=none',
+        '--profile',
+        'p=none',
+        '--profile-rate',
+        'builtin-a=none',
+      ],
       { env },
     );
     assert.deepEqual([back.global, back.sources.global], [10, 'configured']);

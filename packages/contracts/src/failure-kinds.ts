@@ -64,7 +64,7 @@ export const FAILURE_KINDS = {
   'queue-paused': {
     httpStatus: 409,
     meaning:
-      'the task\'s queue is paused: nothing of it is dispatched, by the scheduler or by hand, until `queue resume`',
+      "the task's queue is paused: nothing of it is dispatched, by the scheduler or by hand, until `queue resume`",
   },
   'build-required': {
     httpStatus: 409,

@@ -115,9 +115,7 @@ export async function openByKey(t: TestManager): Promise<Record<string, number>>
 export async function attemptCount(t: TestManager, queue?: string): Promise<number> {
   const { rows } = await sql<{ n: number }>`
     SELECT count(*)::int AS n FROM queue_attempts a JOIN queue_tasks t USING (task_id)
-    WHERE ${queue === undefined ? sql`TRUE` : sql`t.queue = ${queue}`}`.execute(
-    t.manager.store.db,
-  );
+    WHERE ${queue === undefined ? sql`TRUE` : sql`t.queue = ${queue}`}`.execute(t.manager.store.db);
   return rows[0]!.n;
 }
 

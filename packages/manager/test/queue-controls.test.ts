@@ -128,17 +128,24 @@ describe('queue controls across two managers', { skip }, () => {
     assert.deepEqual([paused.body.maxRunning, paused.body.paused], [1, true]);
     const atPause = await attemptCount(a, 'pq');
     // Tasks submitted after the pause, to both managers.
-    const later = [await submitTo(pair, b, { queue: 'pq' }), await submitTo(pair, a, { queue: 'pq' })];
+    const later = [
+      await submitTo(pair, b, { queue: 'pq' }),
+      await submitTo(pair, a, { queue: 'pq' }),
+    ];
     // Many passes of both schedulers, and the attempts in flight end meanwhile.
     await sleep(2500);
     assert.equal(await attemptCount(a, 'pq'), atPause, 'no attempt created after the pause');
-    const refused = await pair.http(b, 'POST', `/api/v1/queue/tasks/${later[0].taskId}/dispatch`, {});
+    const refused = await pair.http(
+      b,
+      'POST',
+      `/api/v1/queue/tasks/${later[0].taskId}/dispatch`,
+      {},
+    );
     assert.equal(refused.status, 409, refused.raw);
     assert.equal(refused.body.failureKind, 'queue-paused');
     assert.equal(await attemptCount(a, 'pq'), atPause);
     for (const t of [a, b]) {
-      const listed = (await pair.http(t, 'GET', '/api/v1/queue/tasks?queue=pq&state=queued'))
-        .body;
+      const listed = (await pair.http(t, 'GET', '/api/v1/queue/tasks?queue=pq&state=queued')).body;
       assert.ok(listed.tasks.length >= 2);
       for (const task of listed.tasks)
         assert.equal(task.waiting.reason, 'queue-paused', JSON.stringify(task.waiting));
@@ -192,7 +199,10 @@ describe('queue controls across two managers', { skip }, () => {
     });
     assert.equal(zero.status, 200, zero.raw);
     assert.deepEqual([zero.body.global, zero.body.sources.global], [10, 'configured']);
-    assert.deepEqual([zero.body.tenants['tenant-z'], zero.body.sources.tenants['tenant-z']], [0, 'stored']);
+    assert.deepEqual(
+      [zero.body.tenants['tenant-z'], zero.body.sources.tenants['tenant-z']],
+      [0, 'stored'],
+    );
     const held = await submitTo(pair, a, { tenantId: 'tenant-z' });
     await sleep(1000);
     const shown = (await pair.http(a, 'GET', `/api/v1/queue/tasks/${held.taskId}`)).body;
@@ -209,9 +219,9 @@ describe('queue controls across two managers', { skip }, () => {
   it('refuses bad controls with a 400 and changes nothing', async () => {
     const { a } = pair;
     const before = (await pair.http(a, 'GET', '/api/v1/queue/scheduler')).body;
-    const tasksBefore = await sql<{ n: number }>`SELECT count(*)::int AS n FROM queue_tasks`.execute(
-      a.manager.store.db,
-    );
+    const tasksBefore = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM queue_tasks`.execute(a.manager.store.db);
     const bad: Array<[string, string, unknown]> = [
       ['PUT', '/api/v1/queue/queues/pq/settings', {}],
       ['PUT', '/api/v1/queue/queues/pq/settings', { paused: 'yes' }],
@@ -304,7 +314,10 @@ describe('a profile start rate', { skip }, () => {
         used: 3,
       });
       const until = new Date(t.waiting.until).getTime();
-      assert.ok(until > Date.now() && until <= new Date(firstStart).getTime() + 61_000, t.waiting.until);
+      assert.ok(
+        until > Date.now() && until <= new Date(firstStart).getTime() + 61_000,
+        t.waiting.until,
+      );
     }
     const view = (await pair.http(a, 'GET', '/api/v1/queue/scheduler')).body;
     assert.equal(view.rates.length, 1);
@@ -315,7 +328,12 @@ describe('a profile start rate', { skip }, () => {
     const nextStart = new Date(view.rates[0].nextStartAt).getTime();
     assert.ok(nextStart > Date.now());
     // A manual dispatch is held to the rate too.
-    const refused = await pair.http(a, 'POST', `/api/v1/queue/tasks/${queued[0].taskId}/dispatch`, {});
+    const refused = await pair.http(
+      a,
+      'POST',
+      `/api/v1/queue/tasks/${queued[0].taskId}/dispatch`,
+      {},
+    );
     assert.equal(refused.status, 429, refused.raw);
     assert.equal(refused.body.details.scope, 'profile-rate');
     // The scheduler wakes itself when the window has room (its scan is ten minutes away).

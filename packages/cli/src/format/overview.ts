@@ -32,7 +32,9 @@ export function commanderLines(c: Commander): string[] {
         .join(' · ')}${c.unread !== null ? ` · unread ${c.unread}` : ''}`,
   ];
   if (c.paused.length > 0)
-    lines.push(`  paused queues: ${c.paused.join(', ')} (queue resume <queue> lets their tasks start)`);
+    lines.push(
+      `  paused queues: ${c.paused.join(', ')} (queue resume <queue> lets their tasks start)`,
+    );
   if (c.items.length === 0) lines.push('  nothing needs attention');
   for (const item of c.items) {
     const [head = '', ...rest] = summaryLines(item.task);

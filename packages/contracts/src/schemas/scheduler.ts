@@ -173,7 +173,11 @@ export const SchedulerView = Type.Object({
   }),
   /** Queues with settings stored (`PUT /queue/queues/:queue/settings`): limit and pause. */
   queues: Type.Array(
-    Type.Object({ queue: Type.String(), maxRunning: Nullable(Type.Integer()), paused: Type.Boolean() }),
+    Type.Object({
+      queue: Type.String(),
+      maxRunning: Nullable(Type.Integer()),
+      paused: Type.Boolean(),
+    }),
   ),
   /** Per profile with a start rate: the rate, starts over the last minute, the next free start. */
   rates: Type.Array(

@@ -1,4 +1,9 @@
-import type { QueueLimitsBody, QueueSettings, QueueSettingsBody, SchedulerLimits } from '@svc/contracts';
+import type {
+  QueueLimitsBody,
+  QueueSettings,
+  QueueSettingsBody,
+  SchedulerLimits,
+} from '@svc/contracts';
 import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import { iso } from '../../store/json.js';
