@@ -23,8 +23,9 @@ function namedLimit(flag: string, min: number) {
   };
 }
 
-function globalLimit(raw: string): number | null {
-  return raw === 'none' ? null : intOption('--global', MAX_LIMIT)(raw);
+/** A number, or `none` (kept as the word: commander turns an option parsed to null into ''). */
+function globalLimit(raw: string): number | 'none' {
+  return raw === 'none' ? 'none' : intOption('--global', MAX_LIMIT)(raw);
 }
 
 /** `queue pause`, `queue resume` and `queue limits`: the scheduler's run-time controls. */
@@ -78,14 +79,16 @@ export function queueControls(cli: Cli, p: Command): void {
         async (
           inv,
           flags: {
-            global?: number | null;
+            global?: number | 'none';
             tenant?: Record<string, number | null>;
             profile?: Record<string, number | null>;
             profileRate?: Record<string, number | null>;
           },
         ) => {
           const body: QueueLimitsBody = {
-            ...(flags.global !== undefined ? { global: flags.global } : {}),
+            ...(flags.global !== undefined
+              ? { global: flags.global === 'none' ? null : flags.global }
+              : {}),
             ...(flags.tenant ? { tenants: flags.tenant } : {}),
             ...(flags.profile ? { profiles: flags.profile } : {}),
             ...(flags.profileRate ? { profileRates: flags.profileRate } : {}),

@@ -27,8 +27,9 @@ after(async () => {
   await rig?.close();
 });
 
+/** Human output on a terminal; with a body on standard input, a pipe (JSON output). */
 const queue = (args: string[], stdin?: string) =>
-  cli('queue', args, { env, ...(stdin !== undefined ? { stdin } : {}) });
+  cli('queue', args, { env, ...(stdin !== undefined ? { stdin } : { tty: true }) });
 
 const task = (extra: Record<string, unknown> = {}) =>
   JSON.stringify({
