@@ -132,6 +132,11 @@ describe('queue controls across two managers', { skip }, () => {
       await submitTo(pair, b, { queue: 'pq' }),
       await submitTo(pair, a, { queue: 'pq' }),
     ];
+    // The submit's own answer says so, and names the way out.
+    for (const t of later) {
+      assert.equal(t.waiting.reason, 'queue-paused', JSON.stringify(t.waiting));
+      assert.equal(t.next, 'queue resume pq');
+    }
     // Many passes of both schedulers, and the attempts in flight end meanwhile.
     await sleep(2500);
     assert.equal(await attemptCount(a, 'pq'), atPause, 'no attempt created after the pause');

@@ -76,6 +76,8 @@ export function nextCommand(
     : show;
   if (task.state === 'cancelled')
     return sessionId && attempt?.run_id ? `sessions show ${sessionId}` : show;
+  // Nothing of a paused queue starts, by the scheduler or by hand, until it is resumed.
+  if (waiting?.reason === 'queue-paused') return `queue resume ${task.queue}`;
   if (!attempt || !sessionId)
     return task.state === 'queued' || FAILED.includes(task.state) ? dispatch : show;
   const seq = (attempt.supervisor as Supervisor | null)?.lastActivitySeq ?? null;

@@ -20,6 +20,8 @@ export interface WaitingView {
   capacity: { limits: Limits; use: InUse } | null;
   /** Sessions of the page's queued tasks that serve a turn now: sessionId -> commandId. */
   busy: ReadonlyMap<string, string>;
+  /** Paused queues among the page's (from `capacity` when it was read). */
+  paused: ReadonlySet<string>;
 }
 
 const FAILED_OR_BLOCKED = ['failed', 'blocked'];
@@ -45,13 +47,31 @@ export async function waitingView(
         .filter((s): s is string => s !== null),
     ),
   ];
-  const [capacity, busy] = await Promise.all([
-    (options.capacity ?? true) && tasks.some(needsCapacity)
-      ? readCapacity(db, settings)
-      : Promise.resolve(null),
+  const readsCapacity = (options.capacity ?? true) && tasks.some(needsCapacity);
+  const queues = [...new Set(tasks.filter(needsCapacity).map((t) => t.queue))];
+  const [capacity, busy, paused] = await Promise.all([
+    readsCapacity ? readCapacity(db, settings) : Promise.resolve(null),
     busySessions(db, sessions),
+    // Without the capacity read, a paused queue is still said: one keyed read.
+    readsCapacity || queues.length === 0 ? Promise.resolve(null) : pausedOf(db, queues),
   ]);
-  return { now: new Date(), settings, capacity, busy };
+  return {
+    now: new Date(),
+    settings,
+    capacity,
+    busy,
+    paused: capacity?.limits.paused ?? paused ?? new Set(),
+  };
+}
+
+async function pausedOf(db: Executor, queues: string[]): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom('queue_settings')
+    .select('queue')
+    .where('queue', 'in', queues)
+    .where('paused', '=', true)
+    .execute();
+  return new Set(rows.map((r) => r.queue));
 }
 
 /** Sessions among these whose active command is not terminal. */
@@ -173,7 +193,11 @@ export function waitingOf(
       `it used all ${task.max_attempts} of its attempts; submit a new task to go on, or cancel it`,
     );
   // A paused queue says so first: nothing of it starts, whatever else it waits for.
-  if (view.capacity?.limits.paused.has(task.queue)) return heldWaiting(task, view);
+  if (view.paused.has(task.queue))
+    return wait(
+      'queue-paused',
+      `its queue ${task.queue} is paused; queue resume ${task.queue} lets it start`,
+    );
   const runAfter = task.run_after ? new Date(task.run_after) : null;
   const later = scheduler && runAfter && runAfter > view.now ? runAfter : null;
   const session = sessionOf(task);
