@@ -32,7 +32,7 @@ const page = await call('GET', '/api/v1/runs/' + env.SVC_RUN_ID + '/commands?aft
 await call('POST', '/api/v1/commands/' + env.SVC_COMMAND_ID + '/ack', { runnerId }, lease);
 const prompt = String(page.commands.find((c) => c.commandId === env.SVC_COMMAND_ID)?.payload?.prompt ?? '');
 // A task whose prompt says slow keeps its turn a while (a slot held long enough to look at).
-const ms = prompt.includes('slow') ? 3000 : 100 + Math.floor(Math.random() * 200);
+const ms = prompt.includes('slow') ? 5000 : 100 + Math.floor(Math.random() * 200);
 await new Promise((r) => setTimeout(r, ms));
 await call('PATCH', '/api/v1/commands/' + env.SVC_COMMAND_ID + '/status', { runnerId, state: 'completed' }, lease);
 await call('PATCH', '/api/v1/runs/' + env.SVC_RUN_ID + '/status', { runnerId, state: 'completed' }, lease);

@@ -89,7 +89,11 @@ describe('queue controls across two managers', { skip }, () => {
   it('a task behind its key says so: the key, its limit and the slots in use', async () => {
     const { a, b } = pair;
     const first = await submitTo(pair, a, { concurrencyKey: 'k1' }, 'slow');
-    await waitFor('the first to start', async () => (await attemptCount(a)) > 25);
+    await waitFor(
+      'the first to start',
+      async () =>
+        (await pair.http(a, 'GET', `/api/v1/queue/tasks/${first.taskId}`)).body.state !== 'queued',
+    );
     const second = await submitTo(pair, b, { concurrencyKey: 'k1' });
     for (const t of [a, b]) {
       const shown = (await pair.http(t, 'GET', `/api/v1/queue/tasks/${second.taskId}`)).body;
@@ -106,11 +110,23 @@ describe('queue controls across two managers', { skip }, () => {
       assert.equal(row.waiting.reason, 'concurrency-key');
       assert.equal(row.concurrencyKey, 'k1');
     }
+    // A task of the same key with a limit of its own, 2, starts beside the one slot held; the
+    // task with limit 1 still waits.
+    const roomier = await submitTo(pair, a, { concurrencyKey: 'k1', concurrencyLimit: 2 });
+    await waitFor(
+      'the task with limit 2 to start',
+      async () =>
+        (await pair.http(b, 'GET', `/api/v1/queue/tasks/${roomier.taskId}`)).body.state !==
+        'queued',
+    );
+    assert.equal(
+      (await pair.http(a, 'GET', `/api/v1/queue/tasks/${second.taskId}`)).body.state,
+      'queued',
+    );
     // A manual dispatch is held to the same key.
     const refused = await pair.http(b, 'POST', `/api/v1/queue/tasks/${second.taskId}/dispatch`, {});
     assert.equal(refused.status, 429, refused.raw);
     assert.equal(refused.body.details.scope, 'concurrency-key');
-    void first;
     await drained();
   });
 
