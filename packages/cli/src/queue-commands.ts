@@ -14,8 +14,10 @@ import {
 import { Cli, type Invocation } from './run.js';
 import { scheduleCommands } from './schedules-commands.js';
 import { addRetryCommand } from './queue-retry.js';
+import { UsageError } from './errors.js';
 import { choiceOption, intOption, jsonBody, type JsonSource } from './inputs.js';
 import { planLines } from './format/common.js';
+import { queueControls } from './queue-controls.js';
 import { commanderLines, statsLines } from './format/overview.js';
 import { judgeRunLines, schedulerLines } from './format/scheduler.js';
 import {
@@ -67,21 +69,41 @@ export function queueProgram(): Cli {
     .option('--json-stdin', 'read the task JSON from standard input')
     .option('--json-file <path>', 'read the task JSON from a reusable file')
     .option('--dry-run', 'check and print the plan; write nothing')
+    .option(
+      '--concurrency-key <key>',
+      'tasks sharing this key run at most --concurrency-limit attempts at once',
+    )
+    .option(
+      '--concurrency-limit <n>',
+      'open attempts allowed per key (default 1; needs --concurrency-key)',
+      intOption('--concurrency-limit', 10_000, 1),
+    )
     .action(
-      cli.action(async (inv, flags: JsonSource & DryRunFlag) => {
-        const body = (await jsonBody(flags, { required: true, what: 'the task JSON' }))!;
-        const answer = await inv.client.request<Task | QueuePlan>('POST', `${BASE}/tasks`, {
-          ...body,
-          ...(flags.dryRun ? { dryRun: true } : {}),
-        });
-        if (isPlan(answer)) return printPlan(inv, answer);
-        if (inv.config.json) return inv.out.data(boundedTask(answer));
-        inv.out.line(
-          `submitted ${answer.taskId} (${answer.state}, priority ${answer.priority}) to ${answer.queue}/${answer.lane}`,
-        );
-        if (answer.waiting) inv.out.line(`  ${waitingLine(answer.waiting)}`);
-        inv.out.line(`  next: ${answer.next ?? `queue show ${answer.taskId}`}`);
-      }),
+      cli.action(
+        async (
+          inv,
+          flags: JsonSource & DryRunFlag & { concurrencyKey?: string; concurrencyLimit?: number },
+        ) => {
+          if (flags.concurrencyLimit !== undefined && flags.concurrencyKey === undefined)
+            throw new UsageError('--concurrency-limit needs --concurrency-key');
+          const body = (await jsonBody(flags, { required: true, what: 'the task JSON' }))!;
+          const answer = await inv.client.request<Task | QueuePlan>('POST', `${BASE}/tasks`, {
+            ...body,
+            ...(flags.concurrencyKey !== undefined ? { concurrencyKey: flags.concurrencyKey } : {}),
+            ...(flags.concurrencyLimit !== undefined
+              ? { concurrencyLimit: flags.concurrencyLimit }
+              : {}),
+            ...(flags.dryRun ? { dryRun: true } : {}),
+          });
+          if (isPlan(answer)) return printPlan(inv, answer);
+          if (inv.config.json) return inv.out.data(boundedTask(answer));
+          inv.out.line(
+            `submitted ${answer.taskId} (${answer.state}, priority ${answer.priority}) to ${answer.queue}/${answer.lane}`,
+          );
+          if (answer.waiting) inv.out.line(`  ${waitingLine(answer.waiting)}`);
+          inv.out.line(`  next: ${answer.next ?? `queue show ${answer.taskId}`}`);
+        },
+      ),
     );
 
   p.command('list')
@@ -178,6 +200,8 @@ export function queueProgram(): Cli {
         for (const line of schedulerLines(view)) inv.out.line(line);
       }),
     );
+
+  queueControls(cli, p);
 
   p.command('judge-runs')
     .description("a task's judge runs: verdict, failure kind, retry suggestion, attempt judged")

@@ -62,6 +62,11 @@ export const FAILURE_KINDS = {
     meaning:
       'a scheduler capacity limit (global, tenant, backend profile or queue) on live runners is reached; dispatch again when one has ended',
   },
+  'queue-paused': {
+    httpStatus: 409,
+    meaning:
+      "the task's queue is paused: nothing of it is dispatched, by the scheduler or by hand, until `queue resume`",
+  },
   'build-required': {
     httpStatus: 409,
     meaning:

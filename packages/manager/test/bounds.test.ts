@@ -100,6 +100,8 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
     maxAttempts: 1,
     executionPolicy: { timeoutMs: 60_000 },
     retryPolicy: { backoffMs: 1000, maxBackoffMs: 2000 },
+    concurrencyKey: 'bounds',
+    concurrencyLimit: 1,
     dryRun: true,
   }),
   'POST /api/v1/queue/tasks/{taskId}/dispatch': () => ({
@@ -122,6 +124,12 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
       retryPolicy: { backoffMs: 1000, maxBackoffMs: 2000 },
     },
   }),
+  'PUT /api/v1/queue/limits': () => ({
+    global: 5,
+    tenants: { n: 1 },
+    profiles: { n: 1 },
+    profileRates: { n: 1 },
+  }),
 };
 
 const fill = (path: string) =>
@@ -142,7 +150,8 @@ function bodyWith(body: Record<string, unknown>, pointer: string[], raw: string)
   let node: any = body;
   pointer.forEach((part, i) => {
     const last = i === pointer.length - 1;
-    const name = part === '*' ? 'n' : part;
+    // A map's value (`*`) or a patterned property (`/…/`): a name every pattern here takes.
+    const name = part === '*' || part.startsWith('/') ? 'n' : part;
     if (last) node[name] = '\u2063probe\u2063';
     else node = node[name] ??= {};
   });

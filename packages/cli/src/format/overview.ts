@@ -10,6 +10,7 @@ export function statsLines(s: QueueStats): string[] {
   const lines = [
     `queue ${s.queue ?? '(all)'}: ${s.tasks.total} task(s), changeSeq ${s.changeSeq}`,
     `  tasks: ${counts(s.tasks.byState)}`,
+    `  paused: ${s.paused.length === 0 ? 'no' : `${s.paused.join(', ')} (queue resume <queue> lets its tasks start)`}`,
     `  attempts: ${s.attempts.total} (retries ${s.attempts.retries}): ${counts(s.attempts.byState)}`,
   ];
   const kinds = Object.entries(s.attempts.byFailureKind);
@@ -30,6 +31,10 @@ export function commanderLines(c: Commander): string[] {
         .map(([s, n]) => `${s} ${n}`)
         .join(' · ')}${c.unread !== null ? ` · unread ${c.unread}` : ''}`,
   ];
+  if (c.paused.length > 0)
+    lines.push(
+      `  paused queues: ${c.paused.join(', ')} (queue resume <queue> lets their tasks start)`,
+    );
   if (c.items.length === 0) lines.push('  nothing needs attention');
   for (const item of c.items) {
     const [head = '', ...rest] = summaryLines(item.task);

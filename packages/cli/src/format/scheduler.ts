@@ -1,4 +1,4 @@
-import type { JudgeRun, SchedulerView } from '@svc/contracts';
+import type { JudgeRun, SchedulerLimits, SchedulerView } from '@svc/contracts';
 import { clip } from '../output.js';
 
 const limitOf = (named: Record<string, number>, key: string, each: number | null) =>
@@ -24,6 +24,23 @@ function usageLines(
   return [head, ...keys.map((k) => `    ${k}  ${usage(used[k] ?? 0, limitOf(named, k, each))}`)];
 }
 
+const sourced = (names: Record<string, number>, sources: Record<string, string>) =>
+  Object.keys(names)
+    .sort()
+    .map((k) => `${k}=${names[k]} (${sources[k] ?? 'configured'})`)
+    .join(', ') || 'none named';
+
+/** The limits in force and where each comes from (configured, or stored through the API). */
+export function limitsLines(l: SchedulerLimits): string[] {
+  const rates = Object.entries(l.profileRates);
+  return [
+    `limits in force: global ${l.global} (${l.sources.global})`,
+    `  tenants: each ${l.perTenant ?? 'unlimited'} (configured); ${sourced(l.tenants, l.sources.tenants)}`,
+    `  profiles: each ${l.perProfile ?? 'unlimited'} (configured); ${sourced(l.profiles, l.sources.profiles)}`,
+    `  profile start rates: ${rates.length === 0 ? 'none' : rates.map(([k, n]) => `${k}=${n}/min (stored)`).join(', ')}`,
+  ];
+}
+
 /** `queue scheduler`: capacity in use against its limits, backlog, the next wake-up. */
 export function schedulerLines(v: SchedulerView): string[] {
   const lines = [
@@ -34,7 +51,22 @@ export function schedulerLines(v: SchedulerView): string[] {
     ...usageLines('per tenant', v.inUse.byTenant, v.limits.tenants, v.limits.perTenant),
     ...usageLines('per backend profile', v.inUse.byProfile, v.limits.profiles, v.limits.perProfile),
     ...usageLines('per queue', v.inUse.byQueue, v.limits.queues, v.limits.perQueue),
+    ...limitsLines(v.limits),
   ];
+  const paused = v.queues.filter((q) => q.paused).map((q) => q.queue);
+  lines.push(
+    paused.length === 0
+      ? 'paused queues: none'
+      : `paused queues: ${paused.join(', ')} (nothing of them is dispatched; queue resume <queue>)`,
+  );
+  const keys = Object.entries(v.inUse.byKey);
+  if (keys.length > 0)
+    lines.push(`concurrency keys in use: ${keys.map(([k, n]) => `${k} ${n}`).join(', ')}`);
+  for (const r of v.rates)
+    lines.push(
+      `profile ${r.profile}: ${r.startsLastMinute} of ${r.perMinute} starts in the last minute` +
+        (r.nextStartAt ? `; next start at ${r.nextStartAt}` : ''),
+    );
   if (v.backlog.length === 0) lines.push('backlog: none queued');
   else {
     lines.push('backlog (tenant  queue  ready  waiting  next runAfter):');

@@ -25,6 +25,9 @@ export function waitingLine(w: TaskWaiting): string {
   return `waiting: ${w.reason}${limit}${until}: ${w.message}`;
 }
 
+const keyLine = (t: TaskSummary) =>
+  `concurrency key ${clip(t.concurrencyKey ?? '', 80)} (at most ${t.concurrencyLimit ?? 1} at once)`;
+
 /** One task in a listing: a header line, then its session, supervisor and next command. */
 export function summaryLines(t: TaskSummary): string[] {
   const head =
@@ -41,6 +44,7 @@ export function summaryLines(t: TaskSummary): string[] {
       ]),
     );
   }
+  if (t.concurrencyKey) lines.push(`  ${keyLine(t)}`);
   if (t.reader) lines.push(`  ${t.reader.unread ? 'unread' : 'read'} by ${t.reader.readerId}`);
   if (t.waiting) lines.push(`  ${waitingLine(t.waiting)}`);
   if (t.next) lines.push(`  next: ${t.next}`);
@@ -75,6 +79,7 @@ export function taskLines(t: Task): string[] {
       `  version ${t.version}  changeSeq ${t.changeSeq}  updated ${t.updatedAt}`,
     `  ${payloadLine(t.payload)}`,
   ];
+  if (t.concurrencyKey) lines.push(`  ${keyLine(t)}`);
   if (t.summary) lines.push(`  summary: ${clip(t.summary, 150)}`);
   if (t.waiting) lines.push(`  ${waitingLine(t.waiting)}`);
   const retryAt = t.scheduling.runAfter;

@@ -54,6 +54,13 @@ export function QueueView({ query }: { query: URLSearchParams }) {
         <div class="panel">
           <h2>Stats</h2>
           {stats.error && <ErrorBox error={stats.error} />}
+          {stats.data && stats.data.paused.length > 0 && (
+            <p class="panel waiting-panel" data-paused={stats.data.paused.join(' ')}>
+              <span class="badge tone-wait">paused</span> {stats.data.paused.join(', ')}: nothing of{' '}
+              {stats.data.paused.length === 1 ? 'it' : 'them'} is dispatched until resumed (queue
+              resume &lt;queue&gt;)
+            </p>
+          )}
           {stats.data && (
             <div class="stats">
               <div class="stat">

@@ -99,6 +99,11 @@ function TaskFacts({ task: t }: { task: Task }) {
         </Field>
         <Field label="Priority">{t.priority}</Field>
         <Field label="Profile">{t.backendProfile}</Field>
+        {t.concurrencyKey && (
+          <Field label="Concurrency key">
+            {t.concurrencyKey} (at most {t.concurrencyLimit ?? 1} at once)
+          </Field>
+        )}
         <Field label="Tenant / project">
           {t.tenantId} / {t.projectId}
         </Field>

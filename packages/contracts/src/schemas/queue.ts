@@ -60,6 +60,14 @@ export const ReaderIdText = Type.String({
   pattern: '^[A-Za-z0-9._:@-]+$',
 });
 
+/** A concurrency key: any text without control characters, at most 200 characters. */
+export const CONCURRENCY_KEY_MAX = 200;
+export const ConcurrencyKey = Type.String({
+  minLength: 1,
+  maxLength: CONCURRENCY_KEY_MAX,
+  pattern: '^[^\\u0000-\\u001f\\u007f]+$',
+});
+
 export const TaskReference = Type.Object(
   {
     kind: StringEnum(TASK_REFERENCE_KINDS),
@@ -102,6 +110,10 @@ export const TaskSubmitBody = Type.Object(
     runAfter: Type.Optional(Type.String({ format: 'date-time', maxLength: 40 })),
     retryPolicy: Type.Optional(TaskRetryPolicy),
     judge: Type.Optional(JudgeSpec),
+    /** Tasks sharing a key run at most `concurrencyLimit` attempts at once, across replicas. */
+    concurrencyKey: Type.Optional(ConcurrencyKey),
+    /** Open attempts allowed per key (default 1); needs `concurrencyKey`. */
+    concurrencyLimit: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
     dryRun: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
@@ -171,6 +183,9 @@ const summaryFields = {
   backendProfile: Type.String(),
   summary: Nullable(Type.String()),
   maxAttempts: Type.Integer(),
+  /** The task's concurrency key and its limit (null: none). */
+  concurrencyKey: Nullable(Type.String()),
+  concurrencyLimit: Nullable(Type.Integer()),
   counters: Counters,
   sessionId: Nullable(Type.String()),
   sessionPath: Nullable(Type.String()),
@@ -395,6 +410,8 @@ const ByState = Type.Record(Type.String(), Type.Integer());
 
 export const QueueStats = Type.Object({
   queue: Nullable(Type.String()),
+  /** Paused queues (of this one, when asked for one queue). */
+  paused: Type.Array(Type.String()),
   changeSeq: Type.Integer(),
   generatedAt: Timestamp,
   tasks: Type.Object({ total: Type.Integer(), byState: ByState }),
@@ -443,6 +460,8 @@ export const Commander = Type.Object({
   changeSeq: Type.Integer(),
   generatedAt: Timestamp,
   stats: Type.Object({ total: Type.Integer(), byState: ByState }),
+  /** Paused queues (of this one, when asked for one queue): their tasks wait for `queue resume`. */
+  paused: Type.Array(Type.String()),
   unread: Nullable(Type.Integer()),
   items: Type.Array(Type.Object({ reason: StringEnum(COMMANDER_REASONS), task: TaskSummary })),
   truncated: Type.Boolean(),

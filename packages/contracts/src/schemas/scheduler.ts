@@ -56,44 +56,61 @@ export const JudgeSpec = Type.Object(
 export type JudgeSpec = Static<typeof JudgeSpec>;
 
 /**
- * Why a task waits. Known reasons (a later version may add more, e.g. `paused`; clients show
- * an unknown reason with its message):
+ * Why a task waits. Known reasons (a later version may add more; clients show an unknown
+ * reason with its message):
  * - `capacity`: a limit (global, tenant, profile, queue) is reached; `limit` names it and its use;
+ * - `concurrency-key`: its concurrency key holds its limit of open attempts; `limit` names the
+ *   key (scope `concurrency-key`), the task's limit and the slots in use;
+ * - `profile-rate`: its provider profile started its rate of attempts over the last minute;
+ *   `limit` names the profile (scope `profile-rate`), the rate and the starts; `until` is when
+ *   it can start;
+ * - `queue-paused`: its queue is paused (`queue resume` lets it start);
  * - `backoff`: a retry (or a start the scheduler could not make) waits until `until`;
  * - `run-after`: the task's `runAfter` (`until`) has not come;
  * - `blocked`: it cannot start without a person (all attempts used);
  * - `session-busy`: its session serves another turn;
- * - `paused`: its queue is paused;
  * - `dispatching`: ready, the scheduler starts it on its next pass;
  * - `scheduler-off`: ready, but this manager's scheduler is off: `queue dispatch` starts it;
  * - `waiting-runner`: dispatched, its runner has not taken the turn yet.
  */
 export const WAITING_REASONS = [
   'capacity',
+  'concurrency-key',
+  'profile-rate',
+  'queue-paused',
   'backoff',
   'run-after',
   'blocked',
   'session-busy',
-  'paused',
   'dispatching',
   'scheduler-off',
   'waiting-runner',
 ] as const;
 export type WaitingReason = (typeof WAITING_REASONS)[number];
-export const CAPACITY_SCOPES = ['global', 'tenant', 'profile', 'queue'] as const;
+export const CAPACITY_SCOPES = [
+  'global',
+  'tenant',
+  'profile',
+  'queue',
+  'concurrency-key',
+  'profile-rate',
+] as const;
 
 export const TaskWaiting = Type.Object({
   reason: Type.String({
     description: `why the task waits: ${WAITING_REASONS.join(', ')} (open: later versions may add reasons)`,
   }),
   message: Type.String(),
-  /** When the wait ends by itself (backoff, runAfter); null when it ends on an event. */
+  /** When the wait ends by itself (backoff, runAfter, profile rate); null when it ends on an event. */
   until: Nullable(Timestamp),
-  /** The capacity limit it waits on, with its current use (reason `capacity` only). */
+  /**
+   * The limit it waits on, with its current use (reasons `capacity`, `concurrency-key`,
+   * `profile-rate`).
+   */
   limit: Nullable(
     Type.Object({
       scope: StringEnum(CAPACITY_SCOPES),
-      /** The tenant, profile or queue; null for the global limit. */
+      /** The tenant, profile, queue or concurrency key; null for the global limit. */
       key: Nullable(Type.String()),
       limit: Type.Integer(),
       used: Type.Integer(),
@@ -121,25 +138,56 @@ export type TaskScheduling = Static<typeof TaskScheduling>;
 
 const Counts = Type.Record(Type.String(), Type.Integer());
 
+/** Where a limit in force comes from: configuration (the default) or `PUT /queue/limits`. */
+export const LimitSource = StringEnum(['configured', 'stored'] as const);
+const Sources = Type.Record(Type.String(), LimitSource);
+
+/** The capacity limits in force (configuration, overridden by limits set at run time). */
+export const SchedulerLimits = Type.Object({
+  global: Type.Integer(),
+  perTenant: Nullable(Type.Integer()),
+  tenants: Counts,
+  perProfile: Nullable(Type.Integer()),
+  profiles: Counts,
+  perQueue: Nullable(Type.Integer()),
+  queues: Counts,
+  /** Attempt starts allowed per minute, per provider profile (set at run time only). */
+  profileRates: Counts,
+  /** Where each limit comes from. */
+  sources: Type.Object({ global: LimitSource, tenants: Sources, profiles: Sources }),
+});
+export type SchedulerLimits = Static<typeof SchedulerLimits>;
+
 export const SchedulerView = Type.Object({
   enabled: Type.Boolean(),
   instanceId: Type.String(),
   generatedAt: Timestamp,
-  limits: Type.Object({
-    global: Type.Integer(),
-    perTenant: Nullable(Type.Integer()),
-    tenants: Counts,
-    perProfile: Nullable(Type.Integer()),
-    profiles: Counts,
-    perQueue: Nullable(Type.Integer()),
-    queues: Counts,
-  }),
+  limits: SchedulerLimits,
   inUse: Type.Object({
     global: Type.Integer(),
     byTenant: Counts,
     byProfile: Counts,
     byQueue: Counts,
+    /** Slots held per concurrency key. */
+    byKey: Counts,
   }),
+  /** Queues with settings stored (`PUT /queue/queues/:queue/settings`): limit and pause. */
+  queues: Type.Array(
+    Type.Object({
+      queue: Type.String(),
+      maxRunning: Nullable(Type.Integer()),
+      paused: Type.Boolean(),
+    }),
+  ),
+  /** Per profile with a start rate: the rate, starts over the last minute, the next free start. */
+  rates: Type.Array(
+    Type.Object({
+      profile: Type.String(),
+      perMinute: Type.Integer(),
+      startsLastMinute: Type.Integer(),
+      nextStartAt: Nullable(Timestamp),
+    }),
+  ),
   backlog: Type.Array(
     Type.Object({
       tenantId: Type.String(),
@@ -157,15 +205,44 @@ export const SchedulerView = Type.Object({
 });
 export type SchedulerView = Static<typeof SchedulerView>;
 
+/** A queue's settings: a field left out keeps its stored value. */
 export const QueueSettingsBody = Type.Object(
-  { maxRunning: Nullable(Type.Integer({ minimum: 0, maximum: 100_000 })) },
-  { additionalProperties: false },
+  {
+    maxRunning: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: 100_000 }))),
+    /** A paused queue dispatches nothing, by the scheduler or by hand. */
+    paused: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 1 },
 );
 export type QueueSettingsBody = Static<typeof QueueSettingsBody>;
 
 export const QueueSettings = Type.Object({
   queue: Type.String(),
   maxRunning: Nullable(Type.Integer()),
+  paused: Type.Boolean(),
   updatedAt: Timestamp,
 });
 export type QueueSettings = Static<typeof QueueSettings>;
+
+/** A tenant or provider profile name in a limits map. */
+const LimitName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$' });
+const LimitMap = (value: ReturnType<typeof Type.Integer>) =>
+  Type.Record(LimitName, Nullable(value), { maxProperties: 200, additionalProperties: false });
+export const MAX_LIMIT = 100_000;
+export const MAX_PROFILE_RATE = 10_000;
+
+/**
+ * Limits set at run time, stored in the database and used by every replica's next pass. A
+ * field left out keeps what is stored; null removes a stored value (back to configuration).
+ */
+export const QueueLimitsBody = Type.Object(
+  {
+    global: Type.Optional(Nullable(Type.Integer({ minimum: 0, maximum: MAX_LIMIT }))),
+    tenants: Type.Optional(LimitMap(Type.Integer({ minimum: 0, maximum: MAX_LIMIT }))),
+    profiles: Type.Optional(LimitMap(Type.Integer({ minimum: 0, maximum: MAX_LIMIT }))),
+    /** Attempt starts per minute per provider profile (a rate of 0 would be a pause: refused). */
+    profileRates: Type.Optional(LimitMap(Type.Integer({ minimum: 1, maximum: MAX_PROFILE_RATE }))),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type QueueLimitsBody = Static<typeof QueueLimitsBody>;

@@ -257,7 +257,12 @@ export const OPERATIONS: Readonly<Record<string, OperationInfo>> = {
   'PUT /api/v1/queue/queues/:queue/settings': op(
     'putQueueSettings',
     'queue',
-    'Set the limits of a queue',
+    'Set the limit of a queue, or pause and resume it',
+  ),
+  'PUT /api/v1/queue/limits': op(
+    'putQueueLimits',
+    'queue',
+    'Set capacity limits and profile start rates at run time',
   ),
   'POST /api/v1/queue/schedules': op(
     'createSchedule',

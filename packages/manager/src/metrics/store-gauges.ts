@@ -27,6 +27,8 @@ interface Counts {
   runnerJobs: Map<string, number>;
   queueTasks: Map<string, number>;
   schedules: number;
+  /** Paused queues, each with its queued tasks. */
+  paused: Map<string, number>;
 }
 
 const gauge = (name: string, help: string, label: string) =>
@@ -50,6 +52,16 @@ const queueTasks = gauge('svc_queue_tasks', 'Queue tasks in the store by state',
 const schedules = new Gauge({
   name: 'svc_queue_schedules',
   help: 'Recurring schedules in the store',
+  registers: [registry],
+});
+const pausedQueues = gauge(
+  'svc_queue_paused',
+  'Paused queues: 1 per queue paused (nothing of it is dispatched until resumed)',
+  'queue',
+);
+const pausedTasks = new Gauge({
+  name: 'svc_queue_paused_tasks',
+  help: 'Queued tasks in paused queues (they wait on purpose: SvcQueueBackingUp leaves them out)',
   registers: [registry],
 });
 const ageSeconds = new Gauge({
@@ -119,6 +131,9 @@ export class StoreGauges {
         publish(runnerJobs, 'phase', RUNNER_JOB_PHASES, counts.runnerJobs);
         publish(queueTasks, 'state', TASK_STATES, counts.queueTasks);
         schedules.set(counts.schedules);
+        pausedQueues.reset();
+        for (const queue of counts.paused.keys()) pausedQueues.set({ queue }, 1);
+        pausedTasks.set([...counts.paused.values()].reduce((sum, n) => sum + n, 0));
       })
       .catch(this.onError)
       .finally(() => {
@@ -138,7 +153,7 @@ export class StoreGauges {
     const scheduleCount = sql<{ n: number }>`SELECT count(*)::int AS n FROM queue_schedules`
       .execute(this.db)
       .then((result) => result.rows[0]?.n ?? 0);
-    const [[r, a, f, c, j, q], scheduleTotal] = await Promise.all([
+    const [[r, a, f, c, j, q, p], scheduleTotal] = await Promise.all([
       Promise.all(
         [
           sql<{
@@ -146,13 +161,13 @@ export class StoreGauges {
             n: number;
           }>`SELECT state AS k, count(*)::int AS n FROM runs GROUP BY state`,
           sql<{ k: string; n: number }>`
-          SELECT a.k, count(*)::int AS n FROM (
-            SELECT ${activityOf} AS k FROM runs
-            WHERE runs.state NOT IN ('completed', 'failed', 'blocked', 'cancelled')
-          ) a GROUP BY a.k`,
+            SELECT a.k, count(*)::int AS n FROM (
+              SELECT ${activityOf} AS k FROM runs
+              WHERE runs.state NOT IN ('completed', 'failed', 'blocked', 'cancelled')
+            ) a GROUP BY a.k`,
           sql<{ k: string; n: number }>`
-          SELECT state || ' ' || coalesce(failure_kind, 'none') AS k, count(*)::int AS n
-          FROM runs WHERE state IN ('failed', 'blocked') GROUP BY state, failure_kind`,
+            SELECT state || ' ' || coalesce(failure_kind, 'none') AS k, count(*)::int AS n
+            FROM runs WHERE state IN ('failed', 'blocked') GROUP BY state, failure_kind`,
           sql<{
             k: string;
             n: number;
@@ -165,6 +180,10 @@ export class StoreGauges {
             k: string;
             n: number;
           }>`SELECT state AS k, count(*)::int AS n FROM queue_tasks GROUP BY state`,
+          sql<{ k: string; n: number }>`
+            SELECT s.queue AS k, (SELECT count(*)::int FROM queue_tasks t
+              WHERE t.state = 'queued' AND t.queue = s.queue) AS n
+            FROM queue_settings s WHERE s.paused`,
         ].map(async (query) => new Map((await query.execute(this.db)).rows.map((x) => [x.k, x.n]))),
       ),
       scheduleCount,
@@ -177,6 +196,7 @@ export class StoreGauges {
       runnerJobs: j!,
       queueTasks: q!,
       schedules: scheduleTotal,
+      paused: p!,
     };
   }
 }

@@ -2,15 +2,18 @@ import { Type } from '@sinclair/typebox';
 import {
   Id,
   JudgeRunList,
+  QueueLimitsBody,
   QueueName,
   QueueSettings,
   QueueSettingsBody,
+  SchedulerLimits,
   SchedulerView,
 } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
 import { toJudgeRun } from '../domain/queue/records.js';
 import { listJudgeRuns } from '../domain/queue/store.js';
 import { getTaskRow } from '../domain/queue/views.js';
+import { setLimits, setQueueSettings } from '../domain/scheduler/controls.js';
 import { schedulerView, type LoopState } from '../domain/scheduler/view.js';
 import { QUEUE_WAKE_KEY } from '../store/wakeups.js';
 import { errors, type App } from './common.js';
@@ -34,24 +37,19 @@ export function schedulerRoutes(app: App, ctx: Ctx, deps: { loopState: () => Loo
       },
     },
     async (request) => {
-      const row = await ctx.db
-        .insertInto('queue_settings')
-        .values({ queue: request.params.queue, max_running: request.body.maxRunning })
-        .onConflict((oc) =>
-          oc.column('queue').doUpdateSet({
-            max_running: request.body.maxRunning,
-            updated_at: new Date(),
-          }),
-        )
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      // A raised limit may let waiting tasks start now.
+      const settings = await setQueueSettings(ctx.db, request.params.queue, request.body);
+      // A raised limit or a resumed queue may let waiting tasks start now.
       await ctx.wakeups.publish(QUEUE_WAKE_KEY);
-      return {
-        queue: row.queue,
-        maxRunning: row.max_running,
-        updatedAt: new Date(row.updated_at).toISOString(),
-      };
+      return settings;
+    },
+  );
+  app.put(
+    `${BASE}/limits`,
+    { schema: { body: QueueLimitsBody, response: { 200: SchedulerLimits, ...errors } } },
+    async (request) => {
+      const limits = await setLimits(ctx.db, ctx.config.scheduler, request.body);
+      await ctx.wakeups.publish(QUEUE_WAKE_KEY);
+      return limits;
     },
   );
   app.get(

@@ -263,6 +263,8 @@ export interface QueueTasksTable {
   schedule_tick: Timestamp | null;
   retry_base: Generated<number>;
   retry_count: Generated<number>;
+  concurrency_key: string | null;
+  concurrency_limit: number | null;
 }
 
 /** Recurring schedules (migration 0026): a task template fired on each cron tick. */
@@ -358,6 +360,15 @@ export interface QueueJudgeRunsTable {
 export interface QueueSettingsTable {
   queue: string;
   max_running: number | null;
+  paused: Generated<boolean>;
+  updated_at: DefaultTimestamp;
+}
+
+/** Capacity limits and profile start rates set at run time (they override configuration). */
+export interface QueueLimitsTable {
+  scope: 'global' | 'tenant' | 'profile' | 'profile-rate';
+  name: string;
+  value: number;
   updated_at: DefaultTimestamp;
 }
 
@@ -390,4 +401,5 @@ export interface Database {
   queue_settings: QueueSettingsTable;
   queue_schedules: QueueSchedulesTable;
   queue_task_retries: QueueTaskRetriesTable;
+  queue_limits: QueueLimitsTable;
 }

@@ -105,6 +105,8 @@ export const slotOf = (task: TaskRow) => ({
   tenantId: task.tenant_id,
   backendProfile: task.backend_profile,
   queue: task.queue,
+  concurrencyKey: task.concurrency_key,
+  concurrencyLimit: task.concurrency_limit,
 });
 
 /**

@@ -32,15 +32,24 @@ async function tasksByState(db: Executor, queue: string | undefined) {
   return { total, byState };
 }
 
+/** Queues paused now (of this one, when given). */
+export async function pausedQueues(db: Executor, queue?: string): Promise<string[]> {
+  let q = db.selectFrom('queue_settings').select('queue').where('paused', '=', true);
+  if (queue) q = q.where('queue', '=', queue);
+  const rows = await q.orderBy('queue').execute();
+  return rows.map((r) => r.queue);
+}
+
 /**
  * Statistics from the queue's counters (migration 0014), kept by the transactions that move
  * tasks and attempts: constant time whatever the number of tasks, never derived from events.
  */
 export async function queueStats(ctx: Pick<Ctx, 'db'>, queue?: string): Promise<QueueStats> {
-  const [groupRows, attemptRows, changeSeq] = await Promise.all([
+  const [groupRows, attemptRows, changeSeq, paused] = await Promise.all([
     taskCounts(ctx.db, queue),
     attemptCounts(ctx.db, queue),
     currentChangeSeq(ctx.db),
+    pausedQueues(ctx.db, queue),
   ]);
   const tasks = { total: 0, byState: zeroes(TASK_STATES) };
   for (const row of groupRows) {
@@ -60,6 +69,7 @@ export async function queueStats(ctx: Pick<Ctx, 'db'>, queue?: string): Promise<
   }
   return {
     queue: queue ?? null,
+    paused,
     changeSeq,
     generatedAt: new Date().toISOString(),
     tasks,
@@ -139,11 +149,12 @@ export async function commander(
 ): Promise<Commander> {
   const limit = query.limit ?? QUEUE_PAGE_DEFAULT;
   const reader = query.readerId ?? null;
-  const [rows, stats, changeSeq, current] = await Promise.all([
+  const [rows, stats, changeSeq, current, paused] = await Promise.all([
     commanderRows(ctx.db, query.queue, reader, limit + 1),
     tasksByState(ctx.db, query.queue),
     currentChangeSeq(ctx.db),
     reader ? currentReads(ctx.db, reader, query.queue) : Promise.resolve(null),
+    pausedQueues(ctx.db, query.queue),
   ]);
   // Every task the reader has not read at its latest version, from the counters.
   const unreadN = current === null ? null : stats.total - current;
@@ -171,6 +182,7 @@ export async function commander(
     changeSeq,
     generatedAt: new Date().toISOString(),
     stats,
+    paused,
     unread: unreadN,
     items,
     truncated: rows.length > limit,

@@ -80,6 +80,8 @@ export function nextCommand(
       : show;
   if (task.state === 'cancelled')
     return sessionId && attempt?.run_id ? `sessions show ${sessionId}` : show;
+  // Nothing of a paused queue starts, by the scheduler or by hand, until it is resumed.
+  if (waiting?.reason === 'queue-paused') return `queue resume ${task.queue}`;
   if (!attempt || !sessionId)
     return task.state === 'queued' || FAILED.includes(task.state) ? dispatch : show;
   const seq = (attempt.supervisor as Supervisor | null)?.lastActivitySeq ?? null;
@@ -123,6 +125,8 @@ export function toSummary(
     backendProfile: row.backend_profile,
     summary: row.summary,
     maxAttempts: row.max_attempts,
+    concurrencyKey: row.concurrency_key,
+    concurrencyLimit: row.concurrency_limit,
     counters: {
       attempts: row.attempt_count,
       failed: row.failed_attempts,

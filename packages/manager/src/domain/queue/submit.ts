@@ -134,6 +134,12 @@ async function checkedRow(ctx: Ctx, db: Executor, body: TaskSubmitBody) {
   const profile = session && !body.backendProfile ? session.backend_profile : profileOf(body);
   const runBase = runBaseOfBody(body, profile);
   checkTaskInputs(ctx, runBase, profile, body.payload);
+  if (body.concurrencyLimit !== undefined && body.concurrencyKey === undefined)
+    throw new ServiceError(
+      'schema-invalid',
+      'concurrencyLimit needs a concurrencyKey: the limit counts the attempts of one key',
+      { field: 'concurrencyLimit' },
+    );
   const { dryRun: _dryRun, taskId: givenId, ...content } = body;
   const hash = payloadHash(content);
   const row = {
@@ -156,6 +162,8 @@ async function checkedRow(ctx: Ctx, db: Executor, body: TaskSubmitBody) {
     metadata: json(body.metadata ?? {}),
     summary: body.summary ?? null,
     max_attempts: body.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    concurrency_key: body.concurrencyKey ?? null,
+    concurrency_limit: body.concurrencyKey === undefined ? null : (body.concurrencyLimit ?? 1),
     ...schedulingColumns(body, profile),
   };
   return { row, hash, profile, givenId };

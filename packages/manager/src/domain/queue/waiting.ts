@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import { iso } from '../../store/json.js';
 import type { Executor } from '../../store/runs.js';
-import { blockingLimit, readCapacity, type InUse, type Limits } from '../scheduler/capacity.js';
+import { holdOf, readCapacity, type Hold, type InUse, type Limits } from '../scheduler/capacity.js';
 import { retryPolicyOf } from '../scheduler/task-policy.js';
 import type { AttemptRow, TaskRow } from './store.js';
 import { attemptsLeft } from './budget.js';
@@ -21,6 +21,8 @@ export interface WaitingView {
   capacity: { limits: Limits; use: InUse } | null;
   /** Sessions of the page's queued tasks that serve a turn now: sessionId -> commandId. */
   busy: ReadonlyMap<string, string>;
+  /** Paused queues among the page's (from `capacity` when it was read). */
+  paused: ReadonlySet<string>;
 }
 
 const FAILED_OR_BLOCKED = ['failed', 'blocked'];
@@ -45,13 +47,31 @@ export async function waitingView(
         .filter((s): s is string => s !== null),
     ),
   ];
-  const [capacity, busy] = await Promise.all([
-    (options.capacity ?? true) && tasks.some(needsCapacity)
-      ? readCapacity(db, settings)
-      : Promise.resolve(null),
+  const readsCapacity = (options.capacity ?? true) && tasks.some(needsCapacity);
+  const queues = [...new Set(tasks.filter(needsCapacity).map((t) => t.queue))];
+  const [capacity, busy, paused] = await Promise.all([
+    readsCapacity ? readCapacity(db, settings) : Promise.resolve(null),
     busySessions(db, sessions),
+    // Without the capacity read, a paused queue is still said: one keyed read.
+    readsCapacity || queues.length === 0 ? Promise.resolve(null) : pausedOf(db, queues),
   ]);
-  return { now: new Date(), settings, capacity, busy };
+  return {
+    now: new Date(),
+    settings,
+    capacity,
+    busy,
+    paused: capacity?.limits.paused ?? paused ?? new Set(),
+  };
+}
+
+async function pausedOf(db: Executor, queues: string[]): Promise<Set<string>> {
+  const rows = await db
+    .selectFrom('queue_settings')
+    .select('queue')
+    .where('queue', 'in', queues)
+    .where('paused', '=', true)
+    .execute();
+  return new Set(rows.map((r) => r.queue));
 }
 
 /** Sessions among these whose active command is not terminal. */
@@ -66,24 +86,66 @@ async function busySessions(db: Executor, sessionIds: string[]): Promise<Map<str
 }
 
 const SCOPES = { global: 'global', tenant: 'tenant', backendProfile: 'profile', queue: 'queue' };
+type Scope = NonNullable<TaskWaiting['limit']>['scope'];
+
+/** What holds a new attempt of this task back now (paused queue, a limit, key, rate). */
+function holdOfTask(task: TaskRow, view: WaitingView): Hold | null {
+  if (!view.capacity) return null;
+  return holdOf(
+    view.capacity.limits,
+    view.capacity.use,
+    {
+      tenantId: task.tenant_id,
+      backendProfile: task.backend_profile,
+      queue: task.queue,
+      concurrencyKey: task.concurrency_key,
+      concurrencyLimit: task.concurrency_limit,
+    },
+    view.now,
+  );
+}
 
 /** The capacity limit a new attempt of this task would pass, in the API's terms. */
 function capacityLimit(task: TaskRow, view: WaitingView): TaskWaiting['limit'] {
-  if (!view.capacity) return null;
-  const blocked = blockingLimit(view.capacity.limits, view.capacity.use, {
-    tenantId: task.tenant_id,
-    backendProfile: task.backend_profile,
-    queue: task.queue,
-  });
-  if (!blocked) return null;
+  const hold = holdOfTask(task, view);
+  if (!hold || hold.kind !== 'capacity') return null;
   return {
-    scope: SCOPES[blocked.scope as keyof typeof SCOPES] as NonNullable<
-      TaskWaiting['limit']
-    >['scope'],
-    key: blocked.name,
-    limit: blocked.limit,
-    used: blocked.inUse,
+    scope: SCOPES[hold.scope as keyof typeof SCOPES] as Scope,
+    key: hold.name,
+    limit: hold.limit,
+    used: hold.inUse,
   };
+}
+
+/** Why a ready task is held back by its queue, key or profile rate; null for none. */
+function heldWaiting(task: TaskRow, view: WaitingView): TaskWaiting | null {
+  const hold = holdOfTask(task, view);
+  if (!hold) return null;
+  switch (hold.kind) {
+    case 'paused':
+      return wait(
+        'queue-paused',
+        `its queue ${hold.queue} is paused; queue resume ${hold.queue} lets it start`,
+      );
+    case 'key':
+      return wait(
+        'concurrency-key',
+        `concurrency key ${hold.key} has ${hold.inUse} of this task's limit of ${hold.limit} attempts open; it starts when one of them ends`,
+        null,
+        { scope: 'concurrency-key', key: hold.key, limit: hold.limit, used: hold.inUse },
+      );
+    case 'rate':
+      return wait(
+        'profile-rate',
+        `profile ${hold.profile} started ${hold.starts} of its ${hold.rate} attempts per minute; it can start at ${hold.at.toISOString()}`,
+        hold.at,
+        { scope: 'profile-rate', key: hold.profile, limit: hold.rate, used: hold.starts },
+      );
+    case 'capacity': {
+      const limit = capacityLimit(task, view)!;
+      return wait('capacity', `${limitText(limit)}; it starts when one of them ends`, null, limit);
+    }
+  }
 }
 
 /** Whether the scheduler will retry this failed task by itself (its policy, attempts left). */
@@ -130,6 +192,12 @@ export function waitingOf(
       'blocked',
       `it used all ${task.max_attempts} of its attempts; submit a new task to go on, or cancel it`,
     );
+  // A paused queue says so first: nothing of it starts, whatever else it waits for.
+  if (view.paused.has(task.queue))
+    return wait(
+      'queue-paused',
+      `its queue ${task.queue} is paused; queue resume ${task.queue} lets it start`,
+    );
   const runAfter = task.run_after ? new Date(task.run_after) : null;
   const later = scheduler && runAfter && runAfter > view.now ? runAfter : null;
   const session = sessionOf(task);
@@ -156,9 +224,8 @@ export function waitingOf(
       );
     return wait('run-after', 'its runAfter has not come yet', later);
   }
-  const limit = capacityLimit(task, view);
-  if (limit)
-    return wait('capacity', `${limitText(limit)}; it starts when one of them ends`, null, limit);
+  const held = heldWaiting(task, view);
+  if (held) return held;
   if (!scheduler)
     return wait(
       'scheduler-off',
@@ -190,5 +257,5 @@ export function dispatchHelps(
   const session = sessionOf(task);
   if (session && view.busy.has(session)) return false;
   if (!view.capacity) return false;
-  return capacityLimit(task, view) === null;
+  return holdOfTask(task, view) === null;
 }

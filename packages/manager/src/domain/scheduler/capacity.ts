@@ -23,31 +23,68 @@ export interface InUse {
   byTenant: Map<string, number>;
   byProfile: Map<string, number>;
   byQueue: Map<string, number>;
+  /** Slots held per concurrency key (tasks without a key hold none here). */
+  byKey: Map<string, number>;
+  /** Attempt starts over the last minute, per profile with a start rate. */
+  starts: Map<string, number>;
 }
 
 export interface Slot {
   tenantId: string;
   backendProfile: string;
   queue: string;
+  concurrencyKey?: string | null;
+  concurrencyLimit?: number | null;
 }
 
-export function take(use: InUse, slot: Slot, n = 1): void {
+export function take(use: InUse, slot: Slot, n = 1, start = false): void {
+  const add = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + n);
   use.global += n;
-  use.byTenant.set(slot.tenantId, (use.byTenant.get(slot.tenantId) ?? 0) + n);
-  use.byProfile.set(slot.backendProfile, (use.byProfile.get(slot.backendProfile) ?? 0) + n);
-  use.byQueue.set(slot.queue, (use.byQueue.get(slot.queue) ?? 0) + n);
+  add(use.byTenant, slot.tenantId);
+  add(use.byProfile, slot.backendProfile);
+  add(use.byQueue, slot.queue);
+  if (slot.concurrencyKey) add(use.byKey, slot.concurrencyKey);
+  if (start) add(use.starts, slot.backendProfile);
 }
 
-/** The limits in force: configuration, with per-queue settings stored in the database. */
+/** Where a limit in force comes from: configuration (the default) or set through the API. */
+export type LimitSource = 'configured' | 'stored';
+
+/** Limits set through `PUT /queue/limits`, as stored. */
+export interface StoredLimits {
+  global: number | null;
+  tenants: Record<string, number>;
+  profiles: Record<string, number>;
+  profileRates: Record<string, number>;
+}
+
+/**
+ * The limits in force: configuration overridden by what is stored in the database (per-queue
+ * settings, paused queues, limits and start rates set at run time). `settings` holds the
+ * effective global, tenant and profile limits.
+ */
 export interface Limits {
   settings: SchedulerSettings;
   queues: Record<string, number>;
+  paused: ReadonlySet<string>;
+  stored: StoredLimits;
+  /** Per rated profile: starts per minute allowed, and when the window next has room. */
+  rates: Record<string, { rate: number; freeAt: Date | null }>;
 }
 
-/** The capacity columns of a statement, as JSON: stored per-queue limits and slots in use. */
+/** The capacity columns of a statement, as JSON: stored limits and slots in use. */
 export interface CapacityColumns {
   capacity_queues: Array<{ queue: string; max: number }>;
-  capacity_used: Array<{ tenant: string; profile: string; queue: string; n: number }>;
+  capacity_used: Array<{
+    tenant: string;
+    profile: string;
+    queue: string;
+    key: string | null;
+    n: number;
+  }>;
+  capacity_paused: string[];
+  capacity_stored: Array<{ scope: string; name: string; value: number }>;
+  capacity_rates: Array<{ profile: string; rate: number; starts: number; free_at: string | null }>;
 }
 
 /**
@@ -86,19 +123,40 @@ export const capacityCtes = (settings: SchedulerSettings, batch: number) => sql`
       AND NOT EXISTS (SELECT 1 FROM live_jobs l WHERE l.run_id = a.run_id)
   ),
   used AS (
-    SELECT t.tenant_id, t.backend_profile, t.queue, count(*)::int AS n
+    SELECT t.tenant_id, t.backend_profile, t.queue, t.concurrency_key, count(*)::int AS n
     FROM held h JOIN queue_tasks t ON t.task_id = h.task_id
-    GROUP BY t.tenant_id, t.backend_profile, t.queue
+    GROUP BY t.tenant_id, t.backend_profile, t.queue, t.concurrency_key
+  ),
+  -- Per profile with a start rate: attempt starts over the last minute, and when the window
+  -- next has room (the rate-th newest start, a minute on). No rate set: no row, nothing read.
+  rates AS (
+    SELECT l.name AS profile, l.value AS rate,
+      (SELECT count(*)::int FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
+       WHERE a.created_at > now() - interval '1 minute' AND t.backend_profile = l.name
+      ) AS starts,
+      (SELECT a.created_at + interval '1 minute'
+       FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
+       WHERE a.created_at > now() - interval '1 minute' AND t.backend_profile = l.name
+       ORDER BY a.created_at DESC OFFSET l.value - 1 LIMIT 1) AS free_at
+    FROM queue_limits l WHERE l.scope = 'profile-rate'
   ),
   capacity AS (
     SELECT
       (SELECT coalesce(json_agg(json_build_object('queue', queue, 'max', max_running)), '[]')
        FROM queue_settings WHERE max_running IS NOT NULL) AS capacity_queues,
       (SELECT coalesce(json_agg(json_build_object(
-         'tenant', tenant_id, 'profile', backend_profile, 'queue', queue, 'n', n)), '[]')
+         'tenant', tenant_id, 'profile', backend_profile, 'queue', queue,
+         'key', concurrency_key, 'n', n)), '[]')
        FROM used) AS capacity_used,
+      (SELECT coalesce(json_agg(queue), '[]') FROM queue_settings WHERE paused)
+        AS capacity_paused,
+      (SELECT coalesce(json_agg(json_build_object('scope', scope, 'name', name, 'value', value)),
+         '[]') FROM queue_limits) AS capacity_stored,
+      (SELECT coalesce(json_agg(json_build_object('profile', profile, 'rate', rate,
+         'starts', starts, 'free_at', free_at)), '[]') FROM rates) AS capacity_rates,
       greatest(0, least(${batch}::int,
-        ${settings.maxRunning}::int - (SELECT coalesce(sum(n), 0) FROM used)))::int AS room
+        coalesce((SELECT value FROM queue_limits WHERE scope = 'global'), ${settings.maxRunning}::int)
+          - (SELECT coalesce(sum(n), 0) FROM used)))::int AS room
   )`;
 
 export function capacityOf(
@@ -107,10 +165,40 @@ export function capacityOf(
 ): { limits: Limits; use: InUse } {
   const queues = { ...settings.queues };
   for (const q of row.capacity_queues) queues[q.queue] = q.max;
-  const use: InUse = { global: 0, byTenant: new Map(), byProfile: new Map(), byQueue: new Map() };
+  const stored: StoredLimits = { global: null, tenants: {}, profiles: {}, profileRates: {} };
+  for (const l of row.capacity_stored) {
+    if (l.scope === 'global') stored.global = l.value;
+    else if (l.scope === 'tenant') stored.tenants[l.name] = l.value;
+    else if (l.scope === 'profile') stored.profiles[l.name] = l.value;
+    else if (l.scope === 'profile-rate') stored.profileRates[l.name] = l.value;
+  }
+  const effective: SchedulerSettings = {
+    ...settings,
+    maxRunning: stored.global ?? settings.maxRunning,
+    tenants: { ...settings.tenants, ...stored.tenants },
+    profiles: { ...settings.profiles, ...stored.profiles },
+  };
+  const use: InUse = {
+    global: 0,
+    byTenant: new Map(),
+    byProfile: new Map(),
+    byQueue: new Map(),
+    byKey: new Map(),
+    starts: new Map(),
+  };
   for (const u of row.capacity_used)
-    take(use, { tenantId: u.tenant, backendProfile: u.profile, queue: u.queue }, u.n);
-  return { limits: { settings, queues }, use };
+    take(
+      use,
+      { tenantId: u.tenant, backendProfile: u.profile, queue: u.queue, concurrencyKey: u.key },
+      u.n,
+    );
+  const rates: Limits['rates'] = {};
+  for (const r of row.capacity_rates) {
+    rates[r.profile] = { rate: r.rate, freeAt: r.free_at ? new Date(r.free_at) : null };
+    use.starts.set(r.profile, r.starts);
+  }
+  const paused = new Set(row.capacity_paused);
+  return { limits: { settings: effective, queues, paused, stored, rates }, use };
 }
 
 /**
@@ -123,7 +211,8 @@ export async function readCapacity(
 ): Promise<{ limits: Limits; use: InUse }> {
   const { rows } = await sql<CapacityColumns>`${PREPARED}
     WITH ${capacityCtes(settings, 0)}
-    SELECT capacity_queues, capacity_used FROM capacity`.execute(db);
+    SELECT capacity_queues, capacity_used, capacity_paused, capacity_stored, capacity_rates
+    FROM capacity`.execute(db);
   return capacityOf(settings, rows[0]!);
 }
 
@@ -156,17 +245,82 @@ export function blockingLimit(
   return null;
 }
 
+/** What holds a new attempt in this slot back, first match: see `holdOf`. */
+export type Hold =
+  | { kind: 'paused'; queue: string }
+  | { kind: 'capacity'; scope: string; name: string | null; limit: number; inUse: number }
+  | { kind: 'key'; key: string; limit: number; inUse: number }
+  | { kind: 'rate'; profile: string; rate: number; starts: number; at: Date };
+
+/**
+ * Whether a new attempt in this slot may start now, and if not, why: its queue is paused, a
+ * capacity limit is reached, its concurrency key holds its limit of slots (the task's own
+ * limit: tasks of one key may carry different limits, and each starts only while the key's
+ * slots are below its own), or its profile used its starts of the last minute.
+ */
+export function holdOf(limits: Limits, use: InUse, slot: Slot, now = new Date()): Hold | null {
+  if (limits.paused.has(slot.queue)) return { kind: 'paused', queue: slot.queue };
+  const blocked = blockingLimit(limits, use, slot);
+  if (blocked) return { kind: 'capacity', ...blocked };
+  if (slot.concurrencyKey) {
+    const limit = slot.concurrencyLimit ?? 1;
+    const inUse = use.byKey.get(slot.concurrencyKey) ?? 0;
+    if (inUse >= limit) return { kind: 'key', key: slot.concurrencyKey, limit, inUse };
+  }
+  const rate = limits.rates[slot.backendProfile];
+  if (rate) {
+    const starts = use.starts.get(slot.backendProfile) ?? 0;
+    if (starts >= rate.rate) {
+      // Starts of this very pass are not in the window read: a minute from now at the latest.
+      const at = rate.freeAt && rate.freeAt > now ? rate.freeAt : new Date(now.getTime() + 60_000);
+      return { kind: 'rate', profile: slot.backendProfile, rate: rate.rate, starts, at };
+    }
+  }
+  return null;
+}
+
+/** The refusal of a manual dispatch held back by `hold`. */
+export function holdError(hold: Hold): ServiceError {
+  switch (hold.kind) {
+    case 'paused':
+      return new ServiceError(
+        'queue-paused',
+        `queue ${hold.queue} is paused; queue resume ${hold.queue} lets its tasks start`,
+        { queue: hold.queue },
+      );
+    case 'capacity':
+      return new ServiceError(
+        'capacity-exhausted',
+        `${hold.scope}${hold.name ? ` ${hold.name}` : ''} has ${hold.inUse} of ${hold.limit} runners live; dispatch again when one has ended`,
+        { scope: hold.scope, name: hold.name, limit: hold.limit, inUse: hold.inUse },
+      );
+    case 'key':
+      return new ServiceError(
+        'capacity-exhausted',
+        `concurrency key ${hold.key} has ${hold.inUse} of ${hold.limit} attempts open; dispatch again when one has ended`,
+        { scope: 'concurrency-key', name: hold.key, limit: hold.limit, inUse: hold.inUse },
+      );
+    case 'rate':
+      return new ServiceError(
+        'capacity-exhausted',
+        `profile ${hold.profile} started ${hold.starts} of its ${hold.rate} attempts this minute; dispatch again at ${hold.at.toISOString()}`,
+        {
+          scope: 'profile-rate',
+          name: hold.profile,
+          limit: hold.rate,
+          inUse: hold.starts,
+          retryAt: hold.at.toISOString(),
+        },
+      );
+  }
+}
+
 /** Manual dispatch counts against the same capacity: refused, before anything is written. */
 export async function assertCapacity(trx: Tx, settings: SchedulerSettings, slot: Slot) {
   await lockCapacity(trx);
   const { limits, use } = await readCapacity(trx, settings);
-  const blocked = blockingLimit(limits, use, slot);
-  if (blocked)
-    throw new ServiceError(
-      'capacity-exhausted',
-      `${blocked.scope}${blocked.name ? ` ${blocked.name}` : ''} has ${blocked.inUse} of ${blocked.limit} runners live; dispatch again when one has ended`,
-      { ...blocked },
-    );
+  const hold = holdOf(limits, use, slot);
+  if (hold) throw holdError(hold);
 }
 
 export interface Candidate extends Slot {
@@ -196,12 +350,12 @@ export function pickFair(
     let chosen: Candidate | undefined;
     while (list.length > 0 && !chosen) {
       const next = list.shift()!;
-      if (!blockingLimit(limits, use, next)) chosen = next;
+      if (!holdOf(limits, use, next)) chosen = next;
     }
     if (list.length === 0) heads.delete(tenant);
     if (chosen) {
       picked.push(chosen);
-      take(use, chosen);
+      take(use, chosen, 1, true);
     }
   }
   return picked;

@@ -50,16 +50,24 @@ export async function claimBatch<W>(
           SELECT DISTINCT tenant_id FROM queue_tasks WHERE state = 'queued'
         ) q
         WHERE coalesce(
+          (SELECT value FROM queue_limits WHERE scope = 'tenant' AND name = q.tenant_id),
           (${JSON.stringify(settings.tenants)}::jsonb ->> q.tenant_id)::int,
           ${settings.perTenant}::int,
           2147483647
         ) > (SELECT coalesce(sum(n), 0) FROM used u WHERE u.tenant_id = q.tenant_id)
       )
-      SELECT cap.capacity_queues, cap.capacity_used, cap.room AS capacity_room, c.*
+      SELECT cap.capacity_queues, cap.capacity_used, cap.capacity_paused, cap.capacity_stored,
+        cap.capacity_rates, cap.room AS capacity_room, c.*
       FROM capacity cap, open_tenants ten
       CROSS JOIN LATERAL (
         SELECT t.* FROM queue_tasks t
         WHERE ${dueTask(sql.ref('t'))} AND t.tenant_id = ten.tenant_id
+          -- Tasks that could not start anyway are passed over here, so they never fill a
+          -- batch ahead of tasks that can: paused queues, full keys, profiles at their rate.
+          AND t.queue NOT IN (SELECT queue FROM queue_settings WHERE paused)
+          AND (t.concurrency_key IS NULL OR coalesce(t.concurrency_limit, 1) >
+            (SELECT coalesce(sum(n), 0) FROM used u WHERE u.concurrency_key = t.concurrency_key))
+          AND t.backend_profile NOT IN (SELECT profile FROM rates WHERE starts >= rate)
         ORDER BY t.priority DESC, t.enqueue_seq
         LIMIT cap.room
         FOR UPDATE OF t SKIP LOCKED
@@ -68,7 +76,15 @@ export async function claimBatch<W>(
     const { limits, use } = capacityOf(settings, rows.rows[0]!);
     const room = rows.rows[0]!.capacity_room;
     const tasks = rows.rows.map(
-      ({ capacity_queues: _queues, capacity_used: _used, capacity_room: _room, ...task }) => task,
+      ({
+        capacity_queues: _queues,
+        capacity_used: _used,
+        capacity_paused: _paused,
+        capacity_stored: _stored,
+        capacity_rates: _rates,
+        capacity_room: _room,
+        ...task
+      }) => task,
     );
     const byId = new Map(tasks.map((row) => [row.task_id, row]));
     const byTenant = new Map<string, Candidate[]>();
@@ -79,6 +95,8 @@ export async function claimBatch<W>(
         tenantId: row.tenant_id,
         backendProfile: row.backend_profile,
         queue: row.queue,
+        concurrencyKey: row.concurrency_key,
+        concurrencyLimit: row.concurrency_limit,
       });
       byTenant.set(row.tenant_id, list);
     }
@@ -102,6 +120,25 @@ export async function claimBatch<W>(
 /** A queued task whose `runAfter`, if any, has come: what a claim may start. */
 const dueTask = (t: RawBuilder<unknown>) =>
   sql`${t}.state = 'queued' AND (${t}.run_after IS NULL OR ${t}.run_after <= now())`;
+
+/**
+ * When a profile held back by its start rate next has room, for its queued tasks: the
+ * scheduler wakes itself then. Null when no rate holds a queued task back.
+ */
+export async function nextRateFreeAt(db: Executor): Promise<Date | null> {
+  const { rows } = await sql<{ at: Date | null }>`${PREPARED}
+    SELECT min((
+      SELECT a.created_at + interval '1 minute'
+      FROM queue_attempts a JOIN queue_tasks t ON t.task_id = a.task_id
+      WHERE a.created_at > now() - interval '1 minute' AND t.backend_profile = l.name
+      ORDER BY a.created_at DESC OFFSET l.value - 1 LIMIT 1)) AS at
+    FROM queue_limits l
+    WHERE l.scope = 'profile-rate' AND EXISTS (
+      SELECT 1 FROM queue_tasks q WHERE q.state = 'queued' AND q.backend_profile = l.name)`.execute(
+    db,
+  );
+  return rows[0]?.at ? new Date(rows[0].at) : null;
+}
 
 /** Whether any queued task is due: the claim would find a candidate, capacity permitting. */
 export async function anyReady(db: Executor): Promise<boolean> {

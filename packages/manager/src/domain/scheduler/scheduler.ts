@@ -6,7 +6,7 @@ import type { Ctx } from '../context.js';
 import { DispatchScope, inDispatchScope, UsableProfiles } from '../dispatch-scope.js';
 import type { QueueDeps } from '../queue/launch.js';
 import { prepare } from '../queue/dispatch.js';
-import { anyReady, claimBatch, startClaimed, type Claimed } from './claim.js';
+import { anyReady, claimBatch, nextRateFreeAt, startClaimed, type Claimed } from './claim.js';
 import { startBatch, writeRecords, type FreshAttempt, type PendingJob } from './launch-batch.js';
 import { runJudges } from './judge.js';
 import { LaunchPool } from './launch-pool.js';
@@ -198,18 +198,22 @@ export class Scheduler {
   }
 
   /**
-   * Sleep until the earliest waiting task or schedule tick is due (never longer than the scan
-   * interval).
+   * Sleep until the earliest waiting task or schedule tick is due, or a profile's start rate
+   * has room again (never longer than the scan interval).
    */
   async #planWake(): Promise<void> {
-    const [task, earliest] = await Promise.all([
+    const [task, earliest, rate] = await Promise.all([
       nextDueAt(this.ctx.db),
       nextScheduleAt(this.ctx.db).catch(() => null),
+      nextRateFreeAt(this.ctx.db),
     ]);
     // A tick already due (it came during this pass, or its firing failed) is tried in a second.
     const tick =
       earliest && earliest.getTime() <= Date.now() ? new Date(Date.now() + 1_000) : earliest;
-    const due = task && tick ? (task < tick ? task : tick) : (task ?? tick);
+    const due = [task, tick, rate].reduce<Date | null>(
+      (soonest, at) => (at && (!soonest || at < soonest) ? at : soonest),
+      null,
+    );
     const scanAt = new Date(Date.now() + this.settings.scanIntervalMs);
     this.nextWakeAt = due && due < scanAt ? due : scanAt;
     if (this.#due) clearTimeout(this.#due);

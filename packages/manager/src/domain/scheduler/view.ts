@@ -1,9 +1,9 @@
-import type { SchedulerView } from '@svc/contracts';
+import type { SchedulerLimits, SchedulerView } from '@svc/contracts';
 import { sql } from 'kysely';
 import type { SchedulerSettings } from '../../config.js';
 import { iso } from '../../store/json.js';
 import type { Executor } from '../../store/runs.js';
-import { readCapacity } from './capacity.js';
+import { readCapacity, type InUse, type Limits } from './capacity.js';
 
 /** The earliest `runAfter` of a queued task still in the future. */
 export async function nextDueAt(db: Executor): Promise<Date | null> {
@@ -25,13 +25,56 @@ export interface LoopState {
 
 const record = (map: Map<string, number>) => Object.fromEntries([...map].sort());
 
+/**
+ * The limits in force and where each comes from: configuration (`settings`, the defaults) or
+ * set at run time (`limits.stored`).
+ */
+export function limitsView(settings: SchedulerSettings, limits: Limits): SchedulerLimits {
+  const { stored } = limits;
+  const sources = (configured: Record<string, number>, set: Record<string, number>) =>
+    Object.fromEntries(
+      [...new Set([...Object.keys(configured), ...Object.keys(set)])]
+        .sort()
+        .map((name) => [name, Object.hasOwn(set, name) ? 'stored' : 'configured'] as const),
+    );
+  return {
+    global: limits.settings.maxRunning,
+    perTenant: settings.perTenant,
+    tenants: limits.settings.tenants,
+    perProfile: settings.perProfile,
+    profiles: limits.settings.profiles,
+    perQueue: settings.perQueue,
+    queues: limits.queues,
+    profileRates: stored.profileRates,
+    sources: {
+      global: stored.global === null ? 'configured' : 'stored',
+      tenants: sources(settings.tenants, stored.tenants),
+      profiles: sources(settings.profiles, stored.profiles),
+    },
+  };
+}
+
+function ratesView(limits: Limits, use: InUse): SchedulerView['rates'] {
+  return Object.entries(limits.rates)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([profile, { rate, freeAt }]) => {
+      const starts = use.starts.get(profile) ?? 0;
+      return {
+        profile,
+        perMinute: rate,
+        startsLastMinute: starts,
+        nextStartAt: starts >= rate ? iso(freeAt) : null,
+      };
+    });
+}
+
 /** What `queue scheduler` shows: limits, capacity in use, backlog, the next wake-up. */
 export async function schedulerView(
   db: Executor,
   settings: SchedulerSettings,
   loop: LoopState,
 ): Promise<SchedulerView> {
-  const [{ limits, use }, backlog, judges, lost] = await Promise.all([
+  const [{ limits, use }, backlog, judges, lost, queues] = await Promise.all([
     readCapacity(db, settings),
     sql<{
       tenant_id: string;
@@ -55,6 +98,12 @@ export async function schedulerView(
       SELECT count(DISTINCT r.run_id)::int AS n FROM runs r JOIN commands c ON c.run_id = r.run_id
       WHERE r.state IN ('claimed', 'running') AND r.lease_expires_at < now()
         AND c.state IN ('accepted', 'delivered', 'confirmed')`.execute(db),
+    db
+      .selectFrom('queue_settings')
+      .select(['queue', 'max_running', 'paused'])
+      .orderBy('queue')
+      .limit(500)
+      .execute(),
   ]);
   const due = backlog.rows
     .map((b) => b.next_run_after)
@@ -67,21 +116,16 @@ export async function schedulerView(
     enabled: loop.enabled,
     instanceId: loop.instanceId,
     generatedAt: new Date().toISOString(),
-    limits: {
-      global: settings.maxRunning,
-      perTenant: settings.perTenant,
-      tenants: settings.tenants,
-      perProfile: settings.perProfile,
-      profiles: settings.profiles,
-      perQueue: settings.perQueue,
-      queues: limits.queues,
-    },
+    limits: limitsView(settings, limits),
     inUse: {
       global: use.global,
       byTenant: record(use.byTenant),
       byProfile: record(use.byProfile),
       byQueue: record(use.byQueue),
+      byKey: record(use.byKey),
     },
+    queues: queues.map((q) => ({ queue: q.queue, maxRunning: q.max_running, paused: q.paused })),
+    rates: ratesView(limits, use),
     backlog: backlog.rows.map((b) => ({
       tenantId: b.tenant_id,
       queue: b.queue,

@@ -18,6 +18,7 @@ import * as eventsWatch from './0019-events-watch.js';
 import * as liveRunnerJobs from './0020-live-runner-jobs.js';
 import * as appendGroups from './0021-append-groups.js';
 import * as runActivity from './0023-run-activity.js';
+import * as queueControls from './0024-queue-controls.js';
 import * as queueRetry from './0025-queue-retry.js';
 import * as queueSchedules from './0026-queue-schedules.js';
 
@@ -42,6 +43,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0020-live-runner-jobs': liveRunnerJobs,
   '0021-append-groups': appendGroups,
   '0023-run-activity': runActivity,
+  '0024-queue-controls': queueControls,
   '0025-queue-retry': queueRetry,
   '0026-queue-schedules': queueSchedules,
 };
