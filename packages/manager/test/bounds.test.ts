@@ -122,6 +122,8 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
       maxAttempts: 1,
       executionPolicy: { timeoutMs: 60_000 },
       retryPolicy: { backoffMs: 1000, maxBackoffMs: 2000 },
+      concurrencyKey: 'bounds',
+      concurrencyLimit: 1,
     },
   }),
   'PUT /api/v1/queue/limits': () => ({
