@@ -59,11 +59,16 @@ export async function startE2E(
   };
 }
 
+/**
+ * A provider profile pointing at a loopback provider. `noRetries`: the agent gives up on the
+ * first failed request, so a provider error fails the turn at once (retry tests).
+ */
 export async function configureProviderProfile(
   t: TestManager,
   profile: string,
   baseUrl: string,
   apiKey: string,
+  options: { noRetries?: boolean } = {},
 ): Promise<void> {
   await t.manager.secrets.put(`svc-v01-provider-${profile}`, {
     'auth.json': Buffer.from(JSON.stringify({ OPENAI_API_KEY: apiKey, auth_mode: 'apikey' })),
@@ -77,6 +82,7 @@ export async function configureProviderProfile(
         `base_url = "${baseUrl}"`,
         'wire_api = "responses"',
         'requires_openai_auth = true',
+        ...(options.noRetries ? ['request_max_retries = 0', 'stream_max_retries = 0'] : []),
         '',
       ].join('\n'),
     ),

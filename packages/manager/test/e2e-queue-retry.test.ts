@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { FakeProvider } from '@svc/testkit';
-import { useE2E, waitFor } from './e2e-helpers.js';
+import { configureProviderProfile, useE2E, waitFor } from './e2e-helpers.js';
 import { FAST_SCHEDULER } from './scheduler-helpers.js';
 
 /**
@@ -22,29 +22,13 @@ describe('retry with the real agent', () => {
     provider.enqueue(
       ...Array.from({ length: 64 }, () => ({ kind: 'http-error', status: 500 }) as const),
     );
-    await rig.e.t.manager.secrets.put('svc-v01-provider-retry-later', {
-      'auth.json': Buffer.from(
-        JSON.stringify({
-          OPENAI_API_KEY: 'sk-test-retry-key-1111111111111111',
-          auth_mode: 'apikey',
-        }),
-      ),
-      'config.toml': Buffer.from(
-        [
-          'model = "test-model"',
-          'model_provider = "svc"',
-          '',
-          '[model_providers.svc]',
-          'name = "svc"',
-          `base_url = "${provider.baseUrl}"`,
-          'wire_api = "responses"',
-          'requires_openai_auth = true',
-          'request_max_retries = 0',
-          'stream_max_retries = 0',
-          '',
-        ].join('\n'),
-      ),
-    });
+    await configureProviderProfile(
+      rig.e.t,
+      'retry-later',
+      provider.baseUrl,
+      'sk-test-retry-key-1111111111111111',
+      { noRetries: true },
+    );
     const submitted = await rig.e.t.api('POST', '/api/v1/queue/tasks', {
       tenantId: 'tenant-a',
       projectId: 'proj-1',

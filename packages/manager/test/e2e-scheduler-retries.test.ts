@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { FakeProvider, type ProviderStep } from '@svc/testkit';
 import { sql } from 'kysely';
-import { useE2E, waitFor } from './e2e-helpers.js';
+import { configureProviderProfile, useE2E, waitFor } from './e2e-helpers.js';
 import { FAST_SCHEDULER } from './scheduler-helpers.js';
 
 /**
@@ -21,26 +21,15 @@ async function failingProfile(name: string, step: ProviderStep): Promise<void> {
   const provider = await FakeProvider.start();
   providers.push(provider);
   provider.enqueue(...Array.from({ length: 64 }, () => step));
-  await rig.e.t.manager.secrets.put(`svc-v01-provider-${name}`, {
-    'auth.json': Buffer.from(
-      JSON.stringify({ OPENAI_API_KEY: 'sk-test-retry-key-0000000000000000', auth_mode: 'apikey' }),
-    ),
-    'config.toml': Buffer.from(
-      [
-        'model = "test-model"',
-        'model_provider = "svc"',
-        '',
-        '[model_providers.svc]',
-        'name = "svc"',
-        `base_url = "${provider.baseUrl}"`,
-        'wire_api = "responses"',
-        'requires_openai_auth = true',
-        'request_max_retries = 0',
-        'stream_max_retries = 0',
-        '',
-      ].join('\n'),
-    ),
-  });
+  await configureProviderProfile(
+    rig.e.t,
+    name,
+    provider.baseUrl,
+    'sk-test-retry-key-0000000000000000',
+    {
+      noRetries: true,
+    },
+  );
 }
 
 const submit = async (body: Record<string, unknown>) => {
