@@ -130,6 +130,28 @@ export async function seed(e: E2E): Promise<Seeded> {
   ])
     waitingTasks.push((await submit(e.t, { title, runAfter: '2099-01-01T00:00:00Z' })).taskId);
 
+  // A task whose only attempt failed (its profile's provider refuses): the lists offer Retry.
+  const failing = await submit(e.t, {
+    title: 'Summarize the weekly report',
+    backendProfile: 'refusing',
+    maxAttempts: 1,
+  });
+  await e.t.api('POST', `/api/v1/queue/tasks/${failing.taskId}/dispatch`, {});
+  await waitFor(
+    'the refused task to fail',
+    async () =>
+      (await e.t.api('GET', `/api/v1/queue/tasks/${failing.taskId}`)).body.state === 'failed',
+    120_000,
+  );
+  // A paused queue holding a task with a concurrency key: each view says both.
+  const paused = await e.t.api('PUT', '/api/v1/queue/queues/nightly/settings', { paused: true });
+  assert.equal(paused.status, 200, paused.raw);
+  await submit(e.t, {
+    title: 'Audit the dependencies',
+    queue: 'nightly',
+    concurrencyKey: 'repo:example/web',
+  });
+
   return {
     answered,
     refused,

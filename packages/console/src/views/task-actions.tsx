@@ -13,6 +13,8 @@ const RETRYABLE = new Set(['failed', 'blocked', 'cancelled']);
 export function dispatchBlocked(task: TaskSummary): string | null {
   if (FINAL.has(task.state)) return `the task is ${task.state}`;
   if (task.latestAttempt && OPEN.has(task.latestAttempt.state)) return 'an attempt is in flight';
+  if (task.waiting?.reason === 'queue-paused')
+    return `queue ${task.queue} is paused: queue resume ${task.queue} first`;
   if (task.counters.sinceRetry >= task.maxAttempts)
     return `all ${task.maxAttempts} attempts are used: Retry gives it a fresh budget`;
   return null;
