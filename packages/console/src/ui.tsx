@@ -81,6 +81,30 @@ export function StateBadge({ state }: { state: string | null | undefined }) {
   return <span class={`badge tone-${STATE_TONE[s] ?? 'muted'}`}>{s}</span>;
 }
 
+/** A detail page whose record could not be loaded: a 404 says there is none; a way back. */
+export function LoadFailed(props: {
+  what: string;
+  id: string;
+  error: ApiError;
+  back: { href: string; label: string };
+}) {
+  const { what, id, error, back } = props;
+  return (
+    <section>
+      <h1>
+        {what[0]!.toUpperCase() + what.slice(1)} {id}
+      </h1>
+      <ErrorBox
+        error={error}
+        title={error.status === 404 ? `No such ${what}` : `Could not load this ${what}`}
+      />
+      <p>
+        <a href={back.href}>← {back.label}</a>
+      </p>
+    </section>
+  );
+}
+
 export function ErrorBox({ error, title }: { error: ApiError; title?: string }) {
   const hint =
     error.failureKind === 'auth-failed'

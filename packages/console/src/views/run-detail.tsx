@@ -10,6 +10,7 @@ import {
   Duration,
   Empty,
   ErrorBox,
+  LoadFailed,
   Field,
   Id,
   ListHead,
@@ -49,16 +50,12 @@ export function RunDetailView({ runId }: { runId: string }) {
 
   if (run.error && !run.data)
     return (
-      <section>
-        <h1>Run {runId}</h1>
-        <ErrorBox
-          error={run.error}
-          title={run.error.status === 404 ? 'No such run' : 'Could not load this run'}
-        />
-        <p>
-          <a href="/runs">← All runs</a>
-        </p>
-      </section>
+      <LoadFailed
+        what="run"
+        id={runId}
+        error={run.error}
+        back={{ href: '/runs', label: 'All runs' }}
+      />
     );
   if (!run.data) return <p class="muted">Loading run…</p>;
   const r = run.data;

@@ -3,7 +3,18 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, type EventEnvelope, type Run, type Session } from '../api.js';
 import { useRunEvents } from '../live.js';
-import { Duration, Empty, ErrorBox, Field, Id, Pager, StateBadge, Time, useLoad } from '../ui.js';
+import {
+  Duration,
+  Empty,
+  ErrorBox,
+  Field,
+  Id,
+  LoadFailed,
+  Pager,
+  StateBadge,
+  Time,
+  useLoad,
+} from '../ui.js';
 import { commandIdsOf, Turns, useRunCommandIds } from './commands.js';
 import { RunState, TERMINAL_RUN } from './outcome.js';
 import { taskOf } from './run-detail.js';
@@ -33,16 +44,12 @@ export function SessionDetailView({
 
   if (session.error && !s)
     return (
-      <section>
-        <h1>Session {sessionId}</h1>
-        <ErrorBox
-          error={session.error}
-          title={session.error.status === 404 ? 'No such session' : 'Could not load this session'}
-        />
-        <p>
-          <a href="/sessions">← All sessions</a>
-        </p>
-      </section>
+      <LoadFailed
+        what="session"
+        id={sessionId}
+        error={session.error}
+        back={{ href: '/sessions', label: 'All sessions' }}
+      />
     );
   if (!s) return <p class="muted">Loading session…</p>;
 

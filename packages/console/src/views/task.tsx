@@ -5,6 +5,7 @@ import {
   Duration,
   Empty,
   ErrorBox,
+  LoadFailed,
   Field,
   Id,
   ListHead,
@@ -22,16 +23,12 @@ export function TaskView({ taskId }: { taskId: string }) {
   const task = useLoad(() => api.getTask(taskId), [taskId], REFRESH_MS);
   if (task.error && !task.data)
     return (
-      <section>
-        <h1>Task {taskId}</h1>
-        <ErrorBox
-          error={task.error}
-          title={task.error.status === 404 ? 'No such task' : 'Could not load this task'}
-        />
-        <p>
-          <a href="/queue">← The queue</a>
-        </p>
-      </section>
+      <LoadFailed
+        what="task"
+        id={taskId}
+        error={task.error}
+        back={{ href: '/queue', label: 'The queue' }}
+      />
     );
   if (!task.data) return <p class="muted">Loading task…</p>;
   const t = task.data;
