@@ -46,6 +46,11 @@ describe('retry with the scheduler on: a retried task really runs again', () => 
     });
     const dispatchRefused = await t.api('POST', `/api/v1/queue/tasks/${task.taskId}/dispatch`, {});
     assert.equal(dispatchRefused.body.failureKind, 'attempts-exhausted');
+    const overview = (await t.api('GET', `/api/v1/queue/commander?queue=${task.queue}`)).body;
+    assert.ok(
+      overview.next.includes(`queue retry ${task.taskId}`),
+      `the commander points at the retry: ${JSON.stringify(overview.next)}`,
+    );
 
     const retried = await t.api('POST', retryUrl(task.taskId), { by: 'alice', reason: 'fixed' });
     assert.equal(retried.status, 200, retried.raw);

@@ -200,12 +200,12 @@ function nextSteps(
     if (steps.length >= 5) break;
     if (reason === 'failed' || reason === 'blocked') {
       // A dispatch only when it helps: not one the scheduler makes by itself (a retry), not
-      // one capacity or a busy session would refuse.
+      // one capacity or a busy session would refuse. A task that used its budget is retried.
       const dispatch = `queue dispatch ${task.taskId}`;
+      const retry = `queue retry ${task.taskId}`;
       if (dispatchable.has(task.taskId)) steps.push(dispatch);
-      else if (task.counters.attempts >= task.maxAttempts)
-        steps.push(`queue cancel ${task.taskId}`);
-      if (task.next && task.next !== dispatch) steps.push(task.next);
+      else if (task.counters.sinceRetry >= task.maxAttempts) steps.push(retry);
+      if (task.next && task.next !== dispatch && task.next !== retry) steps.push(task.next);
     } else if (reason === 'unread' && reader) {
       if (task.next) steps.push(task.next);
       steps.push(`queue read ${task.taskId} --reader-id ${reader}`);
