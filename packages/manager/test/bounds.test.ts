@@ -48,6 +48,21 @@ before(async () => {
 after(() => t.close());
 
 /** A valid request of each route that takes numbers in its body; the probes replace one field. */
+/** A task body with every number a client may send: submitted, and a schedule's template. */
+const taskSample = () => ({
+  tenantId: 'tenant-a',
+  projectId: 'proj-1',
+  queue: 'bounds',
+  title: 'bounds',
+  payload: { prompt: 'hi' },
+  priority: 0,
+  maxAttempts: 1,
+  executionPolicy: { timeoutMs: 60_000 },
+  retryPolicy: { backoffMs: 1000, maxBackoffMs: 2000 },
+  concurrencyKey: 'bounds',
+  concurrencyLimit: 1,
+});
+
 const BODIES: Record<string, () => Record<string, unknown>> = {
   'POST /api/v1/runs': () => runBody({ executionPolicy: { timeoutMs: 60_000 } }),
   'POST /api/v1/runners/register': () => ({ runId: ids['runId'], pid: 1 }),
@@ -90,20 +105,7 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
     filesCount: 1,
     sha256: 'a'.repeat(64),
   }),
-  'POST /api/v1/queue/tasks': () => ({
-    tenantId: 'tenant-a',
-    projectId: 'proj-1',
-    queue: 'bounds',
-    title: 'bounds',
-    payload: { prompt: 'hi' },
-    priority: 0,
-    maxAttempts: 1,
-    executionPolicy: { timeoutMs: 60_000 },
-    retryPolicy: { backoffMs: 1000, maxBackoffMs: 2000 },
-    concurrencyKey: 'bounds',
-    concurrencyLimit: 1,
-    dryRun: true,
-  }),
+  'POST /api/v1/queue/tasks': () => ({ ...taskSample(), dryRun: true }),
   'POST /api/v1/queue/tasks/{taskId}/dispatch': () => ({
     runnerJob: { ttlSecondsAfterFinished: 60 },
     dryRun: true,
@@ -112,19 +114,7 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
   'PUT /api/v1/queue/queues/{queue}/settings': () => ({ maxRunning: 1 }),
   'POST /api/v1/queue/schedules': () => ({
     cron: '0 9 * * *',
-    task: {
-      tenantId: 'tenant-a',
-      projectId: 'proj-1',
-      queue: 'bounds',
-      title: 'bounds',
-      payload: { prompt: 'hi' },
-      priority: 0,
-      maxAttempts: 1,
-      executionPolicy: { timeoutMs: 60_000 },
-      retryPolicy: { backoffMs: 1000, maxBackoffMs: 2000 },
-      concurrencyKey: 'bounds',
-      concurrencyLimit: 1,
-    },
+    task: taskSample(),
   }),
   'PUT /api/v1/queue/limits': () => ({
     global: 5,

@@ -1,24 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import {
-  createTestStore,
-  ensureTestTag,
-  realPostgresAvailable,
-  waitForNoTaggedProcesses,
-  type TestStore,
-} from '@svc/testkit';
-import { LocalSecretStore } from '../src/index.js';
-import { startReplica as startManagerReplica, type Replica } from './manager-process.js';
-import { managerTemplate, runBody } from './helpers.js';
+import { describe, it } from 'node:test';
+import { realPostgresAvailable } from '@svc/testkit';
+import { useReplicas } from './manager-process.js';
+import { runBody } from './helpers.js';
 import { call as httpCall } from './http-call.js';
 
 const skip = (await realPostgresAvailable())
   ? false
   : 'needs a PostgreSQL server for two processes';
-const tag = ensureTestTag();
 
 /** Every status a runner saw: a drain must never show it a 5xx. */
 const statuses: number[] = [];
@@ -70,34 +59,10 @@ class FailoverRunner {
 }
 
 describe('several managers on one database', { skip }, () => {
-  let store: TestStore;
-  let dir: string;
-  const replicas: Replica[] = [];
-
-  async function startReplica(): Promise<Replica> {
-    const replica = await startManagerReplica(store, dir, {
-      SVC_SCHEDULER: 'off',
-      SVC_DRAIN_DELAY_MS: '2000',
-      SVC_DRAIN_TIMEOUT_MS: '10000',
-    });
-    replicas.push(replica);
-    return replica;
-  }
-
-  before(async () => {
-    store = await createTestStore(managerTemplate);
-    dir = await mkdtemp(join(tmpdir(), 'svc-ha-'));
-    // Both replicas read the same local Secret store (a shared Secret store, as in a cluster).
-    await new LocalSecretStore(join(dir, 'secrets')).put('svc-v01-provider-builtin-a', {
-      'auth.json': Buffer.from('{}'),
-      'config.toml': Buffer.from(''),
-    });
-  });
-  after(async () => {
-    for (const r of replicas) if (r.child.exitCode === null) r.child.kill('SIGKILL');
-    await store.drop();
-    await rm(dir, { recursive: true, force: true });
-    assert.deepEqual(await waitForNoTaggedProcesses(tag), []);
+  const { start: startReplica } = useReplicas('ha', {
+    SVC_SCHEDULER: 'off',
+    SVC_DRAIN_DELAY_MS: '2000',
+    SVC_DRAIN_TIMEOUT_MS: '10000',
   });
 
   it('wakes a long-poll on one replica with a command created on the other, then drains on SIGTERM without losing a command or answering 5xx', async () => {

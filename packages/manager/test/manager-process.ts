@@ -3,7 +3,16 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTestStore, freePort, waitForHttp, type TestStore } from '@svc/testkit';
+import { after, before } from 'node:test';
+import {
+  createTestStore,
+  ensureTestTag,
+  freePort,
+  waitForHttp,
+  waitForNoTaggedProcesses,
+  type TestStore,
+} from '@svc/testkit';
+import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate, runBody } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
 
@@ -207,4 +216,38 @@ export async function startReplica(
     throw error;
   }
   return { child, port, url, exited };
+}
+
+/**
+ * The replicas of one test file: one fresh database, one data directory whose local Secret
+ * store both read (shared, as a cluster's is) with builtin-a configured. After the file every
+ * replica is killed, the database dropped, and no process of the file may be left.
+ */
+export function useReplicas(prefix: string, env: Record<string, string>) {
+  const tag = ensureTestTag();
+  const replicas: Replica[] = [];
+  let store: TestStore;
+  let dir: string;
+  before(async () => {
+    store = await createTestStore(managerTemplate);
+    dir = await mkdtemp(join(tmpdir(), `svc-${prefix}-`));
+    await new LocalSecretStore(join(dir, 'secrets')).put('svc-v01-provider-builtin-a', {
+      'auth.json': Buffer.from('{}'),
+      'config.toml': Buffer.from(''),
+    });
+  });
+  after(async () => {
+    for (const r of replicas) if (r.child.exitCode === null) r.child.kill('SIGKILL');
+    await store.drop();
+    await rm(dir, { recursive: true, force: true });
+    assert.deepEqual(await waitForNoTaggedProcesses(tag), []);
+  });
+  return {
+    replicas,
+    start: async (): Promise<Replica> => {
+      const replica = await startReplica(store, dir, env);
+      replicas.push(replica);
+      return replica;
+    },
+  };
 }

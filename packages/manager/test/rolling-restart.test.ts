@@ -1,25 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import {
-  createTestStore,
-  ensureTestTag,
-  freePort,
-  realPostgresAvailable,
-  waitForNoTaggedProcesses,
-  type TestStore,
-} from '@svc/testkit';
-import { LocalSecretStore } from '../src/index.js';
-import { startReplica as startManagerReplica, type Replica } from './manager-process.js';
-import { managerTemplate, runBody } from './helpers.js';
+import { describe, it } from 'node:test';
+import { freePort, realPostgresAvailable } from '@svc/testkit';
+import { useReplicas, type Replica } from './manager-process.js';
+import { runBody } from './helpers.js';
 
 const skip = (await realPostgresAvailable())
   ? false
   : 'needs a PostgreSQL server for two processes';
-const tag = ensureTestTag();
 /** Far above the drain (delay + timeout below): a client wait must not decide when it ends. */
 const CLIENT_WAIT_MS = 10_000;
 const DRAIN_DELAY_MS = 1500;
@@ -89,33 +77,10 @@ class Balancer {
 }
 
 describe('a rolling restart under load', { skip }, () => {
-  let store: TestStore;
-  let dir: string;
-  const replicas: Replica[] = [];
-
-  async function startReplica(): Promise<Replica> {
-    const replica = await startManagerReplica(store, dir, {
-      SVC_SCHEDULER: 'off',
-      SVC_DRAIN_DELAY_MS: String(DRAIN_DELAY_MS),
-      SVC_DRAIN_TIMEOUT_MS: String(DRAIN_TIMEOUT_MS),
-    });
-    replicas.push(replica);
-    return replica;
-  }
-
-  before(async () => {
-    store = await createTestStore(managerTemplate);
-    dir = await mkdtemp(join(tmpdir(), 'svc-rolling-'));
-    await new LocalSecretStore(join(dir, 'secrets')).put('svc-v01-provider-builtin-a', {
-      'auth.json': Buffer.from('{}'),
-      'config.toml': Buffer.from(''),
-    });
-  });
-  after(async () => {
-    for (const r of replicas) if (r.child.exitCode === null) r.child.kill('SIGKILL');
-    await store.drop();
-    await rm(dir, { recursive: true, force: true });
-    assert.deepEqual(await waitForNoTaggedProcesses(tag), []);
+  const { replicas, start: startReplica } = useReplicas('rolling', {
+    SVC_SCHEDULER: 'off',
+    SVC_DRAIN_DELAY_MS: String(DRAIN_DELAY_MS),
+    SVC_DRAIN_TIMEOUT_MS: String(DRAIN_TIMEOUT_MS),
   });
 
   it('answers every request, long-poll and stream of a SIGTERMed replica: no transport error, no 5xx', async () => {
