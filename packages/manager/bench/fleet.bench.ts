@@ -97,7 +97,7 @@ function cpuSeconds(pid: number): number {
  * Mean coalesced group sizes, refusals by lane and reason, and the event-loop delay (p99 /
  * max since the previous scrape, which resets it) from one replica's metrics.
  */
-async function replicaFigures(base: string): Promise<[string, string, string]> {
+async function replicaFigures(base: string): Promise<[string, string, string, string]> {
   const text = await (await fetch(`${base}/metrics`)).text();
   const gauge = (name: string) =>
     Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
@@ -116,7 +116,44 @@ async function replicaFigures(base: string): Promise<[string, string, string]> {
       return `${kind} ${count ? (value('svc_write_group_size_sum', kind) / count).toFixed(1) : '-'}`;
     })
     .join(', ');
-  return [groups, refused || 'none', loop];
+  const served = [
+    ['PATCH', '/api/v1/runs/:runId/lease'],
+    ['POST', '/api/v1/runs/:runId/events'],
+  ]
+    .map(([method, route]) => serverP99(text, method!, route!))
+    .join(' / ');
+  return [groups, refused || 'none', loop, served];
+}
+
+/**
+ * p99 of a route's 200 answers as the replica timed them (from arrival at the router to the
+ * last byte written), interpolated within its histogram bucket: the part of a client's
+ * latency spent inside the manager, as against in the kernel's queues and the client.
+ */
+function serverP99(text: string, method: string, route: string): string {
+  const buckets = [
+    ...text.matchAll(/^svc_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm),
+  ].flatMap((m) => {
+    const labels = Object.fromEntries(
+      [...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]),
+    );
+    if (labels.method !== method || labels.route !== route || labels.status_code !== '200')
+      return [];
+    return [{ le: labels.le === '+Inf' ? Infinity : Number(labels.le), count: Number(m[2]) }];
+  });
+  const total = buckets.at(-1)?.count ?? 0;
+  if (total === 0) return '-';
+  const rank = total * 0.99;
+  let below = { le: 0, count: 0 };
+  for (const bucket of buckets) {
+    if (bucket.count >= rank) {
+      if (bucket.le === Infinity) return `> ${below.le * 1000} ms`;
+      const share = (rank - below.count) / Math.max(1, bucket.count - below.count);
+      return `${((below.le + (bucket.le - below.le) * share) * 1000).toFixed(0)} ms`;
+    }
+    below = bucket;
+  }
+  return '-';
 }
 
 interface PhaseResult {
@@ -187,10 +224,11 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
       'listen-queue overflows, SYN retransmissions (machine)',
       `${tcp.overflows - tcp0.overflows}, ${tcp.synRetrans - tcp0.synRetrans}`,
     );
-    const [groups, refusedBy, loop] = await replicaFigures(managers[0]!.base);
+    const [groups, refusedBy, loop, served] = await replicaFigures(managers[0]!.base);
     out('mean group size (replica 1)', groups);
     out('refused by lane/reason (replica 1)', refusedBy);
     out('manager event-loop delay p99 / max (replica 1)', loop);
+    out('heartbeat / append p99 inside the manager (replica 1, whole run)', served);
     out('manager CPU per replica (% of a core)', cpu.map((c) => c.toFixed(0)).join(', '));
     out('manager RSS per replica (MB)', managers.map((m) => m.rssMb().toFixed(0)).join(', '));
     out(

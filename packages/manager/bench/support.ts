@@ -60,7 +60,9 @@ export async function startManagerReplicas(
     const dataDir = await mkdtemp(join(tmpdir(), 'svc-bench-'));
     await prepare?.(dataDir);
     const port = await freePort();
-    // The same node flags as `npm start` and the deployment.
+    // The same node flags as `npm start` and the deployment. BENCH_MANAGER_FLAGS adds some
+    // (`--cpu-prof --cpu-prof-dir=…`, `--trace-gc`); BENCH_MANAGER_STDOUT=1 shows the
+    // manager's standard output (its logs, `--trace-gc`) among the figures.
     const child = spawn(
       process.execPath,
       [
@@ -77,7 +79,7 @@ export async function startManagerReplicas(
           LOG_LEVEL: 'warn',
           ...env,
         },
-        stdio: ['ignore', 'ignore', 'inherit'],
+        stdio: ['ignore', process.env.BENCH_MANAGER_STDOUT ? 'inherit' : 'ignore', 'inherit'],
       },
     );
     const base = `http://127.0.0.1:${port}`;

@@ -188,12 +188,14 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
   const r = new EnvReader(env);
   const dataDir = resolve(r.string('SVC_DATA_DIR', './.data'));
   const databaseUrl = r.url('DATABASE_URL');
+  const writeGroups = r.int('SVC_WRITE_GROUPS', 4, { min: 0, max: 32 });
   const store: StoreConfig = databaseUrl
     ? {
         kind: 'postgres',
         url: databaseUrl,
         poolSize: r.int('SVC_DB_POOL_SIZE', 10, { min: 1, max: 200 }),
         leasePoolSize: r.int('SVC_DB_LEASE_POOL_SIZE', 2, { min: 0, max: 50 }),
+        writePoolSize: writeGroups,
       }
     : { kind: 'pglite', dataDir: resolve(dataDir, 'pglite') };
 
@@ -338,7 +340,7 @@ export function loadConfig(env: Env = process.env): ManagerConfig {
       runnerPlaces: r.int('SVC_ADMISSION_RUNNER_PLACES', 128, { min: 1, max: 100_000 }),
       clientPlaces: r.int('SVC_ADMISSION_CLIENT_PLACES', 64, { min: 1, max: 100_000 }),
     },
-    writeGroups: r.int('SVC_WRITE_GROUPS', 2, { min: 0, max: 32 }),
+    writeGroups,
     watch: {
       waitMaxMs: r.int('SVC_CLIENT_WAIT_MAX_MS', 30_000, { min: 0, max: 300_000 }),
       maxWatches: r.int('SVC_MAX_WATCHES', 200, { min: 0, max: 100_000 }),

@@ -80,7 +80,8 @@ Overload (docs/operations.md, "Overload")
   SVC_ADMISSION_QUEUE_MS        queue-time budget of runner and client calls (100 ms); a call
                                 that would wait longer is answered 503 overloaded, Retry-After
   SVC_ADMISSION_RUNNER_PLACES, SVC_ADMISSION_CLIENT_PLACES   calls in progress (128, 64)
-  SVC_WRITE_GROUPS              coalesced appends and renewals in flight (2; 0: off)
+  SVC_WRITE_GROUPS              coalesced appends and renewals in flight, the appends on
+                                as many connections of their own (4; 0: off)
 
 Clients, streams and upkeep
   SVC_CLIENT_WAIT_MAX_MS        the longest client long-poll

@@ -318,6 +318,62 @@ describe('group commit on PostgreSQL', { skip: !(await realPostgresAvailable()) 
   });
 });
 
+/**
+ * Appends have connections of their own (one per group in flight), renewals too: reads that
+ * hold every connection of the main pool (here, task listings blocked on a table lock) delay
+ * neither. Before, a burst of polls took the whole pool and group commits queued behind it.
+ */
+describe('write lanes beside a busy main pool', { skip: !(await realPostgresAvailable()) }, () => {
+  it('appends and renews while every main-pool connection is held by reads', async () => {
+    const t = await startTestManager({
+      listen: true,
+      env: { SVC_DB_POOL_SIZE: '2', SVC_ADMISSION: 'off' },
+    });
+    const locker = new pg.Client({ connectionString: t.store.url });
+    await locker.connect();
+    try {
+      await t.configureProfile('builtin-a');
+      const [runner] = await fleet(t, 1);
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE queue_tasks IN ACCESS EXCLUSIVE MODE');
+      // More blocked reads than the main pool has connections: the pool is full, with a line.
+      const reads = Array.from({ length: 4 }, () => call(t, 'GET', '/api/v1/queue/tasks'));
+      await new Promise((r) => setTimeout(r, 300));
+      const waiting = await locker.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+      );
+      assert.equal(waiting.rows[0].n, 2, 'both main-pool connections wait on the lock');
+      const started = performance.now();
+      const appended = await call(
+        t,
+        'POST',
+        `/api/v1/runs/${runner!.runId}/events`,
+        { runnerId: runner!.runnerId, events: batchOf(runner!, 0, 0) },
+        runner!.token,
+      );
+      assert.equal(appended.status, 200, JSON.stringify(appended.body));
+      assert.equal(appended.body.appended, 10);
+      const renewed = await call(
+        t,
+        'PATCH',
+        `/api/v1/runs/${runner!.runId}/lease`,
+        { runnerId: runner!.runnerId },
+        runner!.token,
+      );
+      assert.equal(renewed.status, 200, JSON.stringify(renewed.body));
+      assert.ok(
+        performance.now() - started < 2000,
+        'the append and the renewal did not wait for the main pool',
+      );
+      await locker.query('COMMIT');
+      for (const read of await Promise.all(reads)) assert.equal(read.status, 200);
+    } finally {
+      await locker.end();
+      await t.close();
+    }
+  });
+});
+
 describe('group commit on the embedded store', () => {
   it('works the same on its one connection', async () => {
     const dataDir = await mkdtemp(join(tmpdir(), 'svc-pglite-groups-'));

@@ -323,7 +323,7 @@ describe('a runner refused for load, past its buffer', { skip }, () => {
 });
 
 describe('overload settings', () => {
-  it('default to admission on, a 100 ms budget, 128 and 64 places, two groups, a lease pool of 2', () => {
+  it('default to admission on, a 100 ms budget, 128 and 64 places, four groups on four connections, a lease pool of 2', () => {
     const config = loadConfig({ DATABASE_URL: 'postgres://u@127.0.0.1:5432/db' });
     assert.deepEqual(config.admission, {
       enabled: true,
@@ -331,8 +331,9 @@ describe('overload settings', () => {
       runnerPlaces: 128,
       clientPlaces: 64,
     });
-    assert.equal(config.writeGroups, 2);
+    assert.equal(config.writeGroups, 4);
     assert.equal(config.store.kind === 'postgres' && config.store.leasePoolSize, 2);
+    assert.equal(config.store.kind === 'postgres' && config.store.writePoolSize, 4);
   });
 
   it('refuses values out of range, naming each', () => {

@@ -68,19 +68,22 @@ export function cleanBody(root: unknown, options: CleanOptions): unknown {
   const stack: Pending[] = [
     { value: root, parent: null, label: 0, mode: 'scrub', into: holder, field: '' },
   ];
-  const text = (s: string, mode: Pending['mode'], where: () => string): string => {
+  const text = (s: string, node: Pending, key: boolean): string => {
     if (!options.keepNul && s.includes('\u0000'))
-      throw new ServiceError('schema-invalid', `U+0000 is not allowed in requests (at ${where()})`);
+      throw new ServiceError(
+        'schema-invalid',
+        `U+0000 is not allowed in requests (at ${pathOf(node)}${key ? '.<key>' : ''})`,
+      );
     const formed = s.isWellFormed() ? s : s.toWellFormed();
-    if (mode === 'as-sent') return formed;
-    return mode === 'no-shapes' ? options.mask(formed) : options.scrub(formed);
+    if (node.mode === 'as-sent') return formed;
+    return node.mode === 'no-shapes' ? options.mask(formed) : options.scrub(formed);
   };
   while (stack.length > 0) {
     const node = stack.pop()!;
     const { value, mode, into } = node;
     let out: unknown = value;
     if (typeof value === 'string') {
-      out = text(value, mode, () => pathOf(node));
+      out = text(value, node, false);
     } else if (Array.isArray(value)) {
       const list: unknown[] = new Array<unknown>(value.length);
       for (let i = 0; i < value.length; i++)
@@ -90,7 +93,9 @@ export function cleanBody(root: unknown, options: CleanOptions): unknown {
       const object: Record<string, unknown> = {};
       for (const [rawKey, child] of Object.entries(value)) {
         if (rawKey === '__proto__') continue;
-        const name = text(rawKey, mode, () => `${pathOf(node)}.<key>`);
+        const name = text(rawKey, node, true);
+        // A scrubbed key cannot become `__proto__`, but the plain assignment below relies on it.
+        if (name === '__proto__') continue;
         // A key holding a dot cannot spell a declared path (`{"runnerJob.transientEnv": …}`).
         const field =
           node.field === null || rawKey.includes('.')
@@ -103,13 +108,9 @@ export function cleanBody(root: unknown, options: CleanOptions): unknown {
             ? options.secretFields[field]
             : undefined;
         const childMode = declared ?? mode;
-        // Own data properties in document order; filled in when the child is visited.
-        Object.defineProperty(object, name, {
-          value: undefined,
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        });
+        // Own data property in document order (`__proto__` is the only key an assignment
+        // would not create); filled in when the child is visited.
+        object[name] = undefined;
         stack.push({
           value: child,
           parent: node,

@@ -15,6 +15,8 @@ export type StoreConfig =
       poolSize: number;
       /** Connections of the lease lane (renewals, claims); 0: they share the main pool. */
       leasePoolSize?: number;
+      /** Connections of the coalesced appends (one per group in flight); 0: the main pool. */
+      writePoolSize?: number;
     }
   | { kind: 'pglite'; dataDir: string };
 
@@ -27,6 +29,12 @@ export interface Store {
    * them past a lease's TTL. The same as `db` on the embedded store (one connection).
    */
   readonly leaseDb: Db;
+  /**
+   * Coalesced appends (store/lanes.ts): a pool of their own, one connection per group in
+   * flight, so a burst of reads (a fleet's polls, a console) holding every connection of the
+   * main pool never queues the group commits behind it. The same as `db` on the embedded store.
+   */
+  readonly writeDb: Db;
   readonly kind: StoreConfig['kind'];
   readonly wakeups: Wakeups;
   /** Connections of the pool (none for the embedded store). */
@@ -62,11 +70,12 @@ async function openPostgres(
   };
   const pool = openPool(config.poolSize);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-  const leaseSize = config.leasePoolSize ?? 0;
-  const leaseDb =
-    leaseSize > 0
-      ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: openPool(leaseSize) }) })
+  const lanePool = (size: number | undefined) =>
+    size !== undefined && size > 0
+      ? new Kysely<Database>({ dialect: new PostgresDialect({ pool: openPool(size) }) })
       : db;
+  const leaseDb = lanePool(config.leasePoolSize);
+  const writeDb = lanePool(config.writePoolSize);
   const wakeups = new Wakeups();
   const listener = new WakeListener(config.url, wakeups, logger);
   await listener.start();
@@ -76,6 +85,7 @@ async function openPostgres(
   return {
     db,
     leaseDb,
+    writeDb,
     kind: 'postgres',
     wakeups,
     poolStats: () => ({
@@ -87,6 +97,7 @@ async function openPostgres(
     close: async () => {
       await listener.stop();
       if (leaseDb !== db) await leaseDb.destroy();
+      if (writeDb !== db) await writeDb.destroy();
       await db.destroy();
     },
   };
@@ -116,6 +127,7 @@ async function openPglite(config: Extract<StoreConfig, { kind: 'pglite' }>): Pro
   return {
     db,
     leaseDb: db,
+    writeDb: db,
     kind: 'pglite',
     wakeups,
     poolStats: () => null,

@@ -36,8 +36,8 @@ export function writeLanes(store: Store, groups: number): WriteLanes {
       maxWeight: APPEND_GROUP_MAX_EVENTS,
       weight: (a) => a.events.length,
       key: (a) => a.runId,
-      group: (appends) => appendFreshGroup(store.db, appends),
-      single: (append) => appendFresh(store.db, append),
+      group: (appends) => appendFreshGroup(store.writeDb, appends),
+      single: (append) => appendFresh(store.writeDb, append),
       onGroup: (size) => writeGroupSize.observe({ kind: 'append' }, size),
     }),
     renewals: new Coalescer<Renewal, RenewedRun | null>({
