@@ -143,7 +143,11 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     redactor: deps.redactor,
     hooks,
     watches: new WatchSlots(deps.config.watch.maxWatches),
-    lanes: writeLanes(deps.store, deps.config.writeGroups),
+    lanes: writeLanes(
+      deps.store,
+      deps.config.writeGroups,
+      deps.config.store.kind === 'postgres' ? (deps.config.store.leasePoolSize ?? 0) : 0,
+    ),
   };
 
   // Everything under /api/v1 (and /metrics): inside the one authenticated scope, registered

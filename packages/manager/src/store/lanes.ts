@@ -23,10 +23,13 @@ export interface WriteLanes {
 
 /**
  * `groups`: coalesced writes of a kind in flight at once (0: every request commits alone). The
- * embedded store has one connection: one group at a time.
+ * embedded store has one connection: one group at a time. Renewal groups in flight are also
+ * bounded by the lease lane's connections (`leaseConnections`, 0: none of its own): a group
+ * beyond them would only wait for a connection, ahead of a claim.
  */
-export function writeLanes(store: Store, groups: number): WriteLanes {
+export function writeLanes(store: Store, groups: number, leaseConnections = 0): WriteLanes {
   const inFlight = store.kind === 'pglite' ? Math.min(groups, 1) : groups;
+  const renewalsInFlight = leaseConnections > 0 ? Math.min(inFlight, leaseConnections) : inFlight;
   if (inFlight <= 0) return { leaseDb: store.leaseDb, appends: null, renewals: null };
   return {
     leaseDb: store.leaseDb,
@@ -41,7 +44,7 @@ export function writeLanes(store: Store, groups: number): WriteLanes {
       onGroup: (size) => writeGroupSize.observe({ kind: 'append' }, size),
     }),
     renewals: new Coalescer<Renewal, RenewedRun | null>({
-      concurrency: inFlight,
+      concurrency: renewalsInFlight,
       maxItems: RENEWAL_GROUP_MAX,
       maxWeight: RENEWAL_GROUP_MAX,
       weight: () => 1,
