@@ -73,7 +73,7 @@ function probeScript(dataDir: string, managerPid: number, otherJob: string): str
   return [
     'echo "== uid"; id -u',
     `echo "== secrets"; ls -a ${dataDir}/secrets 2>&1; cat ${dataDir}/secrets/svc-v01-provider-probe-other/current/auth.json 2>&1`,
-    `echo "== find-secrets"; timeout 20 find /tmp /var /run /home /root /srv /opt -maxdepth 7 -name 'svc-v01-provider-*' 2>/dev/null | head -5`,
+    `echo "== find-secrets"; timeout 5 find /tmp /var /run /home /root /srv /opt -maxdepth 7 -name 'svc-v01-provider-*' 2>/dev/null | head -5`,
     `echo "== jobs"; ls -a ${dataDir}/jobs 2>&1; cat ${dataDir}/jobs/${otherJob}/agent-home/auth.json 2>&1`,
     `echo "== data-dir"; ls -a ${dataDir} 2>&1`,
     `echo "== manager-environ"; tr '\\0' '\\n' < /proc/${managerPid}/environ 2>&1 | head -c 6000`,
