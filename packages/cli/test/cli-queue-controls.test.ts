@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { startQueueRig, submit, type QueueRig } from '../../manager/test/queue-helpers.js';
-import { assertBounded, assertBuilt, cli, cliJson } from './cli-helpers.js';
+import { submit, type QueueRig } from '../../manager/test/queue-helpers.js';
+import { assertBounded, cli, cliJson } from './cli-helpers.js';
+import { startCliRig } from './cli-rig.js';
 
 /**
  * `queue pause`, `queue resume`, `queue limits` and `queue submit --concurrency-key`, through
@@ -12,16 +13,10 @@ let rig: QueueRig;
 let env: Record<string, string>;
 
 before(async () => {
-  assertBuilt();
-  rig = await startQueueRig({
-    listen: true,
-    env: {
-      SVC_API_KEY: KEY,
-      SVC_SCHEDULER_MAX_RUNNING: '10',
-      SVC_TENANT_ALLOWLIST: 'tenant-a,a,b',
-    },
-  });
-  env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY };
+  ({ rig, env } = await startCliRig(KEY, {
+    SVC_SCHEDULER_MAX_RUNNING: '10',
+    SVC_TENANT_ALLOWLIST: 'tenant-a,a,b',
+  }));
 });
 after(async () => {
   await rig?.close();

@@ -1,15 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { RETRYABLE_TASK_STATES } from '@svc/contracts';
-import {
-  dispatch,
-  finish,
-  show,
-  startQueueRig,
-  submit,
-  type QueueRig,
-} from '../../manager/test/queue-helpers.js';
-import { assertBounded, assertBuilt, cli, cliJson } from './cli-helpers.js';
+import { dispatch, finish, show, submit, type QueueRig } from '../../manager/test/queue-helpers.js';
+import { assertBounded, cli, cliJson } from './cli-helpers.js';
+import { startCliRig } from './cli-rig.js';
 
 /**
  * `queue retry` against a real manager on a loopback port (real PostgreSQL): one task by id,
@@ -20,9 +14,7 @@ let rig: QueueRig;
 let env: Record<string, string>;
 
 before(async () => {
-  assertBuilt();
-  rig = await startQueueRig({ listen: true, env: { SVC_API_KEY: KEY } });
-  env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY };
+  ({ rig, env } = await startCliRig(KEY));
 });
 after(() => rig?.close());
 

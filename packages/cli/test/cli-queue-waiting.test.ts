@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { waitFor } from '../../manager/test/e2e-helpers.js';
-import { show, startQueueRig, submit, type QueueRig } from '../../manager/test/queue-helpers.js';
+import { show, submit, type QueueRig } from '../../manager/test/queue-helpers.js';
 import { endAttempt, startedAttempt } from '../../manager/test/scheduler-helpers.js';
-import { assertBounded, assertBuilt, cli } from './cli-helpers.js';
+import { assertBounded, cli } from './cli-helpers.js';
+import { startCliRig } from './cli-rig.js';
 
 /**
  * `queue submit`, `show`, `list` and `commander` say why a task waits (the limit and its use,
@@ -15,18 +16,16 @@ let rig: QueueRig;
 let env: Record<string, string>;
 
 before(async () => {
-  assertBuilt();
-  rig = await startQueueRig({
-    listen: true,
-    env: {
-      SVC_API_KEY: KEY,
+  ({ rig, env } = await startCliRig(
+    KEY,
+    {
       SVC_SCHEDULER: 'on',
       SVC_SCHEDULER_SCAN_MS: '300',
       SVC_RETRY_BACKOFF_MS: '600000',
       SVC_SCHEDULER_TENANT_LIMITS: 'tenant-b=1',
     },
-  });
-  env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY, NO_COLOR: '1' };
+    { NO_COLOR: '1' },
+  ));
 });
 after(async () => {
   await rig?.close();

@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from '@svc/testkit';
-import { finish, startQueueRig, type QueueRig } from '../../manager/test/queue-helpers.js';
-import { assertBounded, assertBuilt, cli, cliJson, transcript } from './cli-helpers.js';
+import { finish, type QueueRig } from '../../manager/test/queue-helpers.js';
+import { assertBounded, cli, cliJson, transcript } from './cli-helpers.js';
+import { startCliRig } from './cli-rig.js';
 
 /**
  * The built `queue` and `sessions` clients against a real manager on a loopback port (real
@@ -17,10 +18,8 @@ let dir: string;
 let env: Record<string, string>;
 
 before(async () => {
-  assertBuilt();
-  rig = await startQueueRig({ listen: true, env: { SVC_API_KEY: KEY } });
+  ({ rig, env } = await startCliRig(KEY));
   dir = await mkdtemp(join(tmpdir(), 'svc-cli-'));
-  env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY };
 });
 after(async () => {
   await rig?.close();

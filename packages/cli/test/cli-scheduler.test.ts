@@ -1,13 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
-import {
-  dispatch,
-  startQueueRig,
-  submit,
-  type QueueRig,
-} from '../../manager/test/queue-helpers.js';
-import { assertBounded, assertBuilt, cli, cliJson } from './cli-helpers.js';
+import { dispatch, submit, type QueueRig } from '../../manager/test/queue-helpers.js';
+import { assertBounded, cli, cliJson } from './cli-helpers.js';
+import { startCliRig } from './cli-rig.js';
 
 /**
  * `queue scheduler` and the judge runs in `queue show`, through the built client against a real
@@ -19,18 +15,12 @@ let rig: QueueRig;
 let env: Record<string, string>;
 
 before(async () => {
-  assertBuilt();
-  rig = await startQueueRig({
-    listen: true,
-    env: {
-      SVC_API_KEY: KEY,
-      SVC_SCHEDULER_MAX_RUNNING: '10',
-      SVC_SCHEDULER_TENANT_MAX_RUNNING: '4',
-      SVC_SCHEDULER_TENANT_LIMITS: 'tenant-quiet=0',
-      SVC_SCHEDULER_PROFILE_LIMITS: 'builtin-a=6',
-    },
-  });
-  env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY };
+  ({ rig, env } = await startCliRig(KEY, {
+    SVC_SCHEDULER_MAX_RUNNING: '10',
+    SVC_SCHEDULER_TENANT_MAX_RUNNING: '4',
+    SVC_SCHEDULER_TENANT_LIMITS: 'tenant-quiet=0',
+    SVC_SCHEDULER_PROFILE_LIMITS: 'builtin-a=6',
+  }));
 });
 after(async () => {
   await rig?.close();

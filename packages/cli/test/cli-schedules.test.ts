@@ -2,8 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { waitFor } from '../../manager/test/e2e-helpers.js';
-import { startQueueRig, type QueueRig } from '../../manager/test/queue-helpers.js';
-import { assertBuilt, cli, cliJson } from './cli-helpers.js';
+import { type QueueRig } from '../../manager/test/queue-helpers.js';
+import { cli, cliJson } from './cli-helpers.js';
+import { startCliRig } from './cli-rig.js';
 
 /** `queue schedules ...` through the built client against a real manager (real PostgreSQL). */
 const KEY = 'svc-canary-api-key-schedules-9c2e41';
@@ -11,18 +12,12 @@ let rig: QueueRig;
 let env: Record<string, string>;
 
 before(async () => {
-  assertBuilt();
   // The scheduler fires the ticks; no capacity, so fired tasks stay queued.
-  rig = await startQueueRig({
-    listen: true,
-    env: {
-      SVC_API_KEY: KEY,
-      SVC_SCHEDULER: 'on',
-      SVC_SCHEDULER_SCAN_MS: '200',
-      SVC_SCHEDULER_MAX_RUNNING: '0',
-    },
-  });
-  env = { SVC_MANAGER_URL: rig.t.manager.url, SVC_API_KEY: KEY };
+  ({ rig, env } = await startCliRig(KEY, {
+    SVC_SCHEDULER: 'on',
+    SVC_SCHEDULER_SCAN_MS: '200',
+    SVC_SCHEDULER_MAX_RUNNING: '0',
+  }));
 });
 after(async () => {
   await rig?.close();
