@@ -16,6 +16,25 @@ export class ServiceError extends Error {
     this.details = details;
   }
 
+  /**
+   * An error that is an answer, not a fault: no stack is captured. A manager past its capacity
+   * refuses thousands of calls a second, when it can least afford the capture, which is most
+   * of an error's cost; such a refusal's stack would only show the admission hook.
+   */
+  static answer(
+    failureKind: FailureKind,
+    message: string,
+    details?: Record<string, unknown>,
+  ): ServiceError {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      return new ServiceError(failureKind, message, details);
+    } finally {
+      Error.stackTraceLimit = limit;
+    }
+  }
+
   get httpStatus(): number {
     return FAILURE_KINDS[this.failureKind].httpStatus ?? 500;
   }

@@ -164,6 +164,8 @@ export interface FleetStats {
   refusals: number[];
   refusedAppends: number;
   refusedPolls: number;
+  /** Refused calls (renewals, appends, polls) after the warm-up. */
+  steadyRefused: number;
   /** Events produced and stored after the warm-up, and appends answered 200 then. */
   offeredEvents: number;
   storedEvents: number;
@@ -193,6 +195,7 @@ export async function driveFleet(
     refusals: [],
     refusedAppends: 0,
     refusedPolls: 0,
+    steadyRefused: 0,
     offeredEvents: 0,
     storedEvents: 0,
     storedAppends: 0,
@@ -242,6 +245,7 @@ export async function driveFleet(
             expiresAt = granted;
           } else if (r.status === 503) {
             stats.refusals.push(took);
+            if (steady()) stats.steadyRefused++;
             await sleep(500 * Math.random());
             continue;
           } else stats.leasesLost++;
@@ -306,6 +310,7 @@ export async function driveFleet(
           if (r?.status === 503) {
             stats.refusedAppends++;
             stats.refusals.push(took);
+            if (steady()) stats.steadyRefused++;
           } else if (r) stats.errors++;
           retryAt = Date.now() + backoff('events', ++attempt, r);
         }
@@ -326,6 +331,7 @@ export async function driveFleet(
           if (r.status === 503) {
             stats.refusedPolls++;
             stats.refusals.push(performance.now() - started);
+            if (steady()) stats.steadyRefused++;
             await sleep(backoff('poll', ++attempt, r));
           } else if (r.status !== 200) stats.errors++;
           else {

@@ -146,7 +146,7 @@ function refusal(
   void sendFailure(
     request,
     reply,
-    new ServiceError(
+    ServiceError.answer(
       'overloaded',
       `this manager is past its queue-time budget for ${lane} calls; retry after ${retryAfterS} s`,
       { lane, reason, retryAfterMs: retryAfterS * 1000 },

@@ -21,6 +21,7 @@ import * as runActivity from './0023-run-activity.js';
 import * as queueControls from './0024-queue-controls.js';
 import * as queueRetry from './0025-queue-retry.js';
 import * as queueSchedules from './0026-queue-schedules.js';
+import * as eventsRunCheck from './0027-events-run-check.js';
 
 /** Ordered by name; a new migration is a new file added here, never an edit of a landed one. */
 const MIGRATIONS: Record<string, Migration> = {
@@ -46,6 +47,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '0024-queue-controls': queueControls,
   '0025-queue-retry': queueRetry,
   '0026-queue-schedules': queueSchedules,
+  '0027-events-run-check': eventsRunCheck,
 };
 
 export const MIGRATION_NAMES = Object.keys(MIGRATIONS).sort();

@@ -1,0 +1,66 @@
+import { sql, type Kysely } from 'kysely';
+
+/**
+ * The events' reference to their run, checked once per statement instead of once per row. The
+ * foreign key checked each inserted event on its own (a row lock taken again on the same run
+ * for each of a group's thousand events): a third of PostgreSQL's time per appended event
+ * (45 -> 30 µs for a group of 28 batches of 40 events). The same guarantees, by triggers:
+ *
+ * - an INSERT of events whose run does not exist fails with the foreign key's error (SQLSTATE
+ *   23503, its constraint name, the same message), after taking the key-share lock the
+ *   foreign key took, once per run of the statement, so the run cannot go while the insert's
+ *   transaction is open;
+ * - deleting runs deletes their events in the same statement (the foreign key's ON DELETE
+ *   CASCADE).
+ *
+ * Events are never updated (the table is append-only), so no UPDATE check is needed.
+ */
+export async function up(db: Kysely<unknown>): Promise<void> {
+  await sql`ALTER TABLE events DROP CONSTRAINT events_run_id_fkey`.execute(db);
+  await sql`
+    CREATE FUNCTION svc_events_run_exists() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    DECLARE
+      v_missing text;
+    BEGIN
+      SELECT n.run_id INTO v_missing
+        FROM (SELECT DISTINCT run_id FROM new_events) n
+        LEFT JOIN LATERAL (
+          SELECT 1 AS found FROM runs r WHERE r.run_id = n.run_id FOR KEY SHARE
+        ) l ON true
+        WHERE l.found IS NULL
+        LIMIT 1;
+      IF FOUND THEN
+        RAISE EXCEPTION 'insert or update on table "events" violates foreign key constraint "events_run_id_fkey"'
+          USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'events_run_id_fkey',
+            TABLE = 'events',
+            DETAIL = format('Key (run_id)=(%s) is not present in table "runs".', v_missing);
+      END IF;
+      RETURN NULL;
+    END
+    $fn$`.execute(db);
+  await sql`
+    CREATE TRIGGER events_run_exists AFTER INSERT ON events
+      REFERENCING NEW TABLE AS new_events
+      FOR EACH STATEMENT EXECUTE FUNCTION svc_events_run_exists()`.execute(db);
+  await sql`
+    CREATE FUNCTION svc_runs_delete_events() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+      DELETE FROM events WHERE run_id IN (SELECT run_id FROM old_runs);
+      RETURN NULL;
+    END
+    $fn$`.execute(db);
+  await sql`
+    CREATE TRIGGER runs_delete_events AFTER DELETE ON runs
+      REFERENCING OLD TABLE AS old_runs
+      FOR EACH STATEMENT EXECUTE FUNCTION svc_runs_delete_events()`.execute(db);
+}
+
+export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`DROP TRIGGER IF EXISTS runs_delete_events ON runs`.execute(db);
+  await sql`DROP FUNCTION IF EXISTS svc_runs_delete_events()`.execute(db);
+  await sql`DROP TRIGGER IF EXISTS events_run_exists ON events`.execute(db);
+  await sql`DROP FUNCTION IF EXISTS svc_events_run_exists()`.execute(db);
+  await sql`
+    ALTER TABLE events ADD CONSTRAINT events_run_id_fkey
+      FOREIGN KEY (run_id) REFERENCES runs (run_id) ON DELETE CASCADE`.execute(db);
+}
