@@ -101,7 +101,7 @@ function cpuSeconds(pid: number): number {
  * Mean coalesced group sizes, refusals by lane and reason, and the event-loop delay (p99 /
  * max since the previous scrape, which resets it) from one replica's metrics.
  */
-async function replicaFigures(base: string): Promise<[string, string, string, string]> {
+async function replicaFigures(base: string): Promise<[string, string, string, string, string]> {
   const text = await (await fetch(`${base}/metrics`)).text();
   const gauge = (name: string) =>
     Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
@@ -124,27 +124,31 @@ async function replicaFigures(base: string): Promise<[string, string, string, st
     ['PATCH', '/api/v1/runs/:runId/lease'],
     ['POST', '/api/v1/runs/:runId/events'],
   ]
-    .map(([method, route]) => serverP99(text, method!, route!))
+    .map(([method, route]) =>
+      serverP99(text, (l) => l.method === method && l.route === route && l.status_code === '200'),
+    )
     .join(' / ');
-  return [groups, refused || 'none', loop, served];
+  const refusals = serverP99(text, (l) => l.status_code === '503');
+  return [groups, refused || 'none', loop, served, refusals];
 }
 
 /**
- * p99 of a route's 200 answers as the replica timed them (from arrival at the router to the
- * last byte written), interpolated within its histogram bucket: the part of a client's
- * latency spent inside the manager, as against in the kernel's queues and the client.
+ * p99 of the answers `pick` selects as the replica timed them (from arrival at the router to
+ * the last byte written), their histograms summed, interpolated within the bucket: the part
+ * of a client's latency spent inside the manager, as against in the kernel's queues and the
+ * client.
  */
-function serverP99(text: string, method: string, route: string): string {
-  const buckets = [
-    ...text.matchAll(/^svc_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm),
-  ].flatMap((m) => {
+function serverP99(text: string, pick: (labels: Record<string, string>) => boolean): string {
+  const counts = new Map<number, number>();
+  for (const m of text.matchAll(/^svc_http_request_duration_seconds_bucket\{([^}]*)\} (\S+)$/gm)) {
     const labels = Object.fromEntries(
-      [...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]),
+      [...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1]!, l[2]!]),
     );
-    if (labels.method !== method || labels.route !== route || labels.status_code !== '200')
-      return [];
-    return [{ le: labels.le === '+Inf' ? Infinity : Number(labels.le), count: Number(m[2]) }];
-  });
+    if (!pick(labels)) continue;
+    const le = labels.le === '+Inf' ? Infinity : Number(labels.le);
+    counts.set(le, (counts.get(le) ?? 0) + Number(m[2]));
+  }
+  const buckets = [...counts].sort((a, b) => a[0] - b[0]).map(([le, count]) => ({ le, count }));
   const total = buckets.at(-1)?.count ?? 0;
   if (total === 0) return '-';
   const rank = total * 0.99;
@@ -166,6 +170,8 @@ interface PhaseResult {
   stats: FleetStats;
   eventsPerS: number;
   appendsPerS: number;
+  /** Time to refusal p99 as replica 1 timed it (its part of the client's figure). */
+  refusalInside: string;
 }
 
 async function phase(name: string, runners: number, replicas: number): Promise<PhaseResult> {
@@ -229,11 +235,14 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
       'listen-queue overflows, SYN retransmissions (machine)',
       `${tcp.overflows - tcp0.overflows}, ${tcp.synRetrans - tcp0.synRetrans}`,
     );
-    const [groups, refusedBy, loop, served] = await replicaFigures(managers[0]!.base);
+    const [groups, refusedBy, loop, served, refusalInside] = await replicaFigures(
+      managers[0]!.base,
+    );
     out('mean group size (replica 1)', groups);
     out('refused by lane/reason (replica 1)', refusedBy);
     out('manager event-loop delay p99 / max (replica 1)', loop);
     out('heartbeat / append p99 inside the manager (replica 1, whole run)', served);
+    out('time to refusal p99 inside the manager (replica 1, whole run)', refusalInside);
     out('manager CPU per replica (% of a core)', cpu.map((c) => c.toFixed(0)).join(', '));
     out('manager RSS per replica (MB)', managers.map((m) => m.rssMb().toFixed(0)).join(', '));
     out(
@@ -245,7 +254,7 @@ async function phase(name: string, runners: number, replicas: number): Promise<P
       `${stats.clientLagP99.toFixed(0)} ms`,
     );
     console.log(`load average after: ${load()}`);
-    return { name, runners, stats, eventsPerS, appendsPerS };
+    return { name, runners, stats, eventsPerS, appendsPerS, refusalInside };
   } finally {
     client.destroy();
     for (const manager of managers) await manager.stop();
@@ -302,6 +311,7 @@ try {
       `${over.stats.refusedAppends + over.stats.refusedPolls}; ${ms(over.stats.refusals, 100)}`,
       'target <= 100 ms',
     );
+    out('2.5x: time to refusal p99 inside the manager', over.refusalInside);
     out('2.5x: admitted append p99', ms(over.stats.steadyAppends, 99));
   }
   if (two && one) {
