@@ -10,7 +10,7 @@ const skip = (await realPostgresAvailable()) ? false : 'needs PostgreSQL';
  * Every event belongs to a run that exists (migration 0027 checks it once per statement, not
  * once per row): an event of an unknown run is refused with the foreign key's error and takes
  * the rest of its statement with it, the run cannot be deleted under an insert that has not
- * committed, and deleting a run deletes its events.
+ * committed, a run's id cannot change under its events, and deleting a run deletes its events.
  */
 describe('events and their run', { skip }, () => {
   let store: Extract<TestStore, { kind: 'postgres' }>;
@@ -69,6 +69,18 @@ describe('events and their run', { skip }, () => {
     assert.equal(await count('run-2'), 2);
   });
 
+  it('keeps the id of a run that has events', async () => {
+    await assert.rejects(
+      pool.query(`UPDATE runs SET run_id = 'renamed' WHERE run_id = 'run-2'`),
+      (error: pg.DatabaseError) =>
+        error.code === '23503' && error.constraint === 'events_run_id_fkey',
+    );
+    assert.equal(await count('run-2'), 2);
+    // A run without events may still be renamed (as under the foreign key), and back.
+    await pool.query(`UPDATE runs SET run_id = 'renamed' WHERE run_id = 'run-3'`);
+    await pool.query(`UPDATE runs SET run_id = 'run-3' WHERE run_id = 'renamed'`);
+  });
+
   it('holds the run while an insert of its events is open, and deletes its events with it', async () => {
     const writer = await pool.connect();
     try {
@@ -101,5 +113,11 @@ describe('events and their run', { skip }, () => {
     assert.equal(await count('run-2'), 0);
     assert.equal(await count('run-3'), 0);
     assert.equal(await count('run-1'), 1, 'the other run keeps its events');
+  });
+
+  it('empties the events when the runs are truncated', async () => {
+    assert.equal(await count('run-1'), 1);
+    await pool.query('TRUNCATE runs CASCADE');
+    assert.equal(Number((await pool.query('SELECT count(*) FROM events')).rows[0].count), 0);
   });
 });

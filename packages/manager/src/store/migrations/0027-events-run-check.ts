@@ -11,7 +11,8 @@ import { sql, type Kysely } from 'kysely';
  *   foreign key took, once per run of the statement, so the run cannot go while the insert's
  *   transaction is open;
  * - deleting runs deletes their events in the same statement (the foreign key's ON DELETE
- *   CASCADE).
+ *   CASCADE), and truncating runs truncates events;
+ * - a run's id cannot change while events name it (the foreign key's NO ACTION on update).
  *
  * Events are never updated (the table is append-only), so no UPDATE check is needed.
  */
@@ -53,9 +54,40 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     CREATE TRIGGER runs_delete_events AFTER DELETE ON runs
       REFERENCING OLD TABLE AS old_runs
       FOR EACH STATEMENT EXECUTE FUNCTION svc_runs_delete_events()`.execute(db);
+  await sql`
+    CREATE FUNCTION svc_runs_truncate_events() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+      TRUNCATE events;
+      RETURN NULL;
+    END
+    $fn$`.execute(db);
+  await sql`
+    CREATE TRIGGER runs_truncate_events AFTER TRUNCATE ON runs
+      FOR EACH STATEMENT EXECUTE FUNCTION svc_runs_truncate_events()`.execute(db);
+  // Only an UPDATE that sets run_id fires it: renewals and appends never do.
+  await sql`
+    CREATE FUNCTION svc_runs_keep_id() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+      IF EXISTS (SELECT 1 FROM events WHERE run_id = OLD.run_id) THEN
+        RAISE EXCEPTION 'update or delete on table "runs" violates foreign key constraint "events_run_id_fkey" on table "events"'
+          USING ERRCODE = 'foreign_key_violation', CONSTRAINT = 'events_run_id_fkey',
+            TABLE = 'runs',
+            DETAIL = format('Key (run_id)=(%s) is still referenced from table "events".', OLD.run_id);
+      END IF;
+      RETURN NEW;
+    END
+    $fn$`.execute(db);
+  await sql`
+    CREATE TRIGGER runs_keep_id BEFORE UPDATE OF run_id ON runs
+      FOR EACH ROW WHEN (OLD.run_id IS DISTINCT FROM NEW.run_id)
+      EXECUTE FUNCTION svc_runs_keep_id()`.execute(db);
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
+  await sql`DROP TRIGGER IF EXISTS runs_keep_id ON runs`.execute(db);
+  await sql`DROP FUNCTION IF EXISTS svc_runs_keep_id()`.execute(db);
+  await sql`DROP TRIGGER IF EXISTS runs_truncate_events ON runs`.execute(db);
+  await sql`DROP FUNCTION IF EXISTS svc_runs_truncate_events()`.execute(db);
   await sql`DROP TRIGGER IF EXISTS runs_delete_events ON runs`.execute(db);
   await sql`DROP FUNCTION IF EXISTS svc_runs_delete_events()`.execute(db);
   await sql`DROP TRIGGER IF EXISTS events_run_exists ON events`.execute(db);
