@@ -61,13 +61,13 @@ export async function startManagerReplicas(
     await prepare?.(dataDir);
     const port = await freePort();
     // The same node flags as `npm start` and the deployment. BENCH_MANAGER_FLAGS adds some
-    // (`--cpu-prof --cpu-prof-dir=…`, `--trace-gc`); BENCH_MANAGER_STDOUT=1 shows the
-    // manager's standard output (its logs, `--trace-gc`) among the figures.
+    // (`--cpu-prof --cpu-prof-dir=…`, `--trace-gc`) or overrides them (the later flag wins);
+    // BENCH_MANAGER_STDOUT=1 shows the manager's standard output (its logs, `--trace-gc`).
     const child = spawn(
       process.execPath,
       [
-        ...(process.env.BENCH_MANAGER_FLAGS?.split(' ') ?? []),
         '--max-semi-space-size=8',
+        ...(process.env.BENCH_MANAGER_FLAGS?.split(' ') ?? []),
         join(import.meta.dirname, '../dist/server.js'),
       ],
       {
