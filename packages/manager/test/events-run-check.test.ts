@@ -69,6 +69,15 @@ describe('events and their run', { skip }, () => {
     assert.equal(await count('run-2'), 2);
   });
 
+  it('refuses to move an event to an unknown run', async () => {
+    await assert.rejects(
+      pool.query(`UPDATE events SET run_id = 'no-such-run' WHERE run_id = 'run-1'`),
+      (error: pg.DatabaseError) =>
+        error.code === '23503' && error.constraint === 'events_run_id_fkey',
+    );
+    assert.equal(await count('run-1'), 1);
+  });
+
   it('keeps the id of a run that has events', async () => {
     await assert.rejects(
       pool.query(`UPDATE runs SET run_id = 'renamed' WHERE run_id = 'run-2'`),
