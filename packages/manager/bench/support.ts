@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { createTestStore, freePort, testServerUrl, waitForHttp } from '@svc/testkit';
 import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate } from '../test/helpers.js';
+import { cpuQuota, type CpuQuota } from './cpu-quota.js';
 
 /** Shared pieces of the manager benchmarks: percentiles, aligned output, a manager process. */
 export const pct = (values: number[], p: number): number => {
@@ -44,12 +45,14 @@ export async function startManagerProcess(
 
 /**
  * `count` manager processes on one fresh database (replicas, as a deployment runs them), each
- * with its own data dir and port; stopping the last one drops the database.
+ * with its own data dir and port; stopping the last one drops the database. `cpuCores`: each
+ * held to that many cores once ready (cpu-quota.ts); throws where no quota can be set.
  */
 export async function startManagerReplicas(
   count: number,
   env: Record<string, string> = {},
   prepare?: (dataDir: string) => Promise<void>,
+  cpuCores?: number,
 ): Promise<ManagerProcess[]> {
   const store = await createTestStore(managerTemplate);
   if (store.kind !== 'postgres') throw new Error('benchmarks need PostgreSQL');
@@ -84,6 +87,12 @@ export async function startManagerReplicas(
     );
     const base = `http://127.0.0.1:${port}`;
     await waitForHttp(`${base}/health/readiness`, 60_000);
+    let quota: CpuQuota | null = null;
+    if (cpuCores !== undefined) {
+      quota = await cpuQuota(`svc-bench-${child.pid}`, cpuCores);
+      if (!quota) throw new Error('no writable cgroup here: cannot hold a replica to a CPU quota');
+      await quota.add(child.pid!);
+    }
     replicas.push({
       base,
       url: store.url,
@@ -95,6 +104,7 @@ export async function startManagerReplicas(
       async stop() {
         child.kill('SIGTERM');
         await new Promise((r) => child.once('exit', r));
+        await quota?.remove();
         await rm(dataDir, { recursive: true, force: true });
         if (--running === 0) await store.drop();
       },
