@@ -1,19 +1,13 @@
-/** Budgets a queued request waits before it is refused as stuck. */
-export const STUCK_BUDGETS = 10;
-
 /**
  * The places of one lane of requests (runner calls, client calls) and the queue in front of
  * them. A request takes a place when one is free; otherwise it queues, first come first
- * served, when it can expect a place within the lane's queue-time budget, and is refused at
- * once when it cannot: the queue ahead of it, times the mean time a place is held, over the
- * places, is past the budget, or the queue's head has already waited that long, or no place
- * has come free for that long (places held by requests that are stuck teach the mean nothing
- * until they end). A queued request is not refused when the budget runs out: the guess that
- * let it queue is a mean, and refusing it then would cost it the wait, its caller a retry,
- * and make a refusal slow. It is refused only once it has waited STUCK_BUDGETS budgets (the
- * places stopped coming free: a stalled database). A refusal costs the manager next to
- * nothing and the caller no wait; the queue never grows past what the places clear in about
- * the budget.
+ * served, for at most the lane's queue-time budget. It is refused at once when it could not
+ * get a place within the budget anyway: the queue ahead of it, times the mean time a place is
+ * held, over the places, is past the budget, or the queue's head has already waited that
+ * long, or every place has been held that long with none coming free (places held by
+ * requests that are stuck teach the mean nothing until they end). A
+ * queued request whose budget runs out is refused then. A refusal costs the manager next to
+ * nothing and the caller no wait; the queue never grows past what the places clear in time.
  */
 export class LaneGate {
   #busy = 0;
@@ -48,8 +42,8 @@ export class LaneGate {
 
   /**
    * true: a place now; false: refused now; a promise: queued, resolving true when its place
-   * comes, false when it waited STUCK_BUDGETS budgets first (or the gate closed). Every place
-   * taken is given back with `leave`.
+   * comes, false when its budget ran out first (or the gate closed). Every place taken is
+   * given back with `leave`.
    */
   enter(): boolean | Promise<boolean> {
     if (this.#busy < this.places && this.#queue.length === 0) {
@@ -76,14 +70,13 @@ export class LaneGate {
     }
   }
 
-  /** One timer, for the queue's head (the oldest, so the first to be stuck). */
+  /** One timer, for the queue's head (the oldest, so the first to run out of budget). */
   #arm(): void {
     if (this.#timer || this.#queue.length === 0) return;
-    const stuckMs = this.budgetMs * STUCK_BUDGETS;
-    const wait = Math.max(0, this.#queue[0]!.since + stuckMs - performance.now());
+    const wait = Math.max(0, this.#queue[0]!.since + this.budgetMs - performance.now());
     this.#timer = setTimeout(() => {
       this.#timer = null;
-      const limit = performance.now() - stuckMs;
+      const limit = performance.now() - this.budgetMs;
       while (this.#queue.length > 0 && this.#queue[0]!.since <= limit)
         this.#queue.shift()!.grant(false);
       this.#arm();
