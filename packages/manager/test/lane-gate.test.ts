@@ -59,7 +59,7 @@ describe('a lane gate', () => {
     gate.close();
   });
 
-  it('refuses at once a request that could not get a place within the budget by the line ahead', async () => {
+  it('refuses at once a request that could not get a place within the budget by the line ahead', () => {
     const gate = new LaneGate(1, BUDGET);
     assert.equal(gate.enter(), true);
     // A place held about three budgets (the mean moves by a 32nd of each hold): the next in
