@@ -59,6 +59,18 @@ describe('a lane gate', () => {
     gate.close();
   });
 
+  it('lets a burst after a quiet spell queue: a lane that just filled is not stuck', async () => {
+    const gate = new LaneGate(2, BUDGET);
+    await sleep(BUDGET * 1.5);
+    assert.equal(gate.enter(), true);
+    assert.equal(gate.enter(), true);
+    const third = gate.enter();
+    assert.ok(third instanceof Promise, 'queued, not refused: no place has had time to come free');
+    gate.leave(1);
+    assert.equal(await third, true);
+    gate.close();
+  });
+
   it('refuses at once a request that could not get a place within the budget by the line ahead', () => {
     const gate = new LaneGate(1, BUDGET);
     assert.equal(gate.enter(), true);

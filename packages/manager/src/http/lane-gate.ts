@@ -4,10 +4,10 @@
  * served, for at most the lane's queue-time budget. It is refused at once when it could not
  * get a place within the budget anyway: the queue ahead of it, times the mean time a place is
  * held, over the places, is past the budget, or the queue's head has already waited that
- * long, or every place has been held that long with none coming free (places held by
- * requests that are stuck teach the mean nothing until they end). A
- * queued request whose budget runs out is refused then. A refusal costs the manager next to
- * nothing and the caller no wait; the queue never grows past what the places clear in time.
+ * long, or every place has been taken that long with none coming free (places held by
+ * requests that are stuck teach the mean nothing until they end). A queued request whose
+ * budget runs out is refused then. A refusal costs the manager next to nothing and the caller
+ * no wait; the queue never grows past what the places clear in time.
  */
 export class LaneGate {
   #busy = 0;
@@ -15,8 +15,8 @@ export class LaneGate {
   #timer: NodeJS.Timeout | null = null;
   /** Mean time a place is held, in ms (moving average over the last few dozen requests). */
   #holdMs = 5;
-  /** When a place last came free (or the gate opened). */
-  #freedAt = performance.now();
+  /** Since when every place has been taken with none coming free (the last place taken). */
+  #fullSince = performance.now();
 
   constructor(
     readonly places: number,
@@ -36,7 +36,7 @@ export class LaneGate {
     if (this.#busy < this.places && this.#queue.length === 0) return 0;
     const predicted = ((this.#queue.length + 1) * this.#holdMs) / this.places;
     const head = this.#queue[0];
-    const stalled = this.#busy >= this.places ? now - this.#freedAt : 0;
+    const stalled = this.#busy >= this.places ? now - this.#fullSince : 0;
     return Math.max(predicted, head ? now - head.since : 0, stalled);
   }
 
@@ -48,6 +48,7 @@ export class LaneGate {
   enter(): boolean | Promise<boolean> {
     if (this.#busy < this.places && this.#queue.length === 0) {
       this.#busy += 1;
+      if (this.#busy === this.places) this.#fullSince = performance.now();
       return true;
     }
     const now = performance.now();
@@ -61,7 +62,7 @@ export class LaneGate {
   /** Give a place back; `heldMs` (when known) feeds the mean hold time. */
   leave(heldMs?: number): void {
     this.#busy -= 1;
-    this.#freedAt = performance.now();
+    this.#fullSince = performance.now();
     if (heldMs !== undefined) this.#holdMs += (heldMs - this.#holdMs) / 32;
     const next = this.#queue.shift();
     if (next) {
