@@ -285,6 +285,31 @@ async function phase(
   }
 }
 
+/** What REPLICAS replicas carry against one (`one`, `two`: phases of the same load per replica). */
+function scaleOut(label: string, one: PhaseResult, two: PhaseResult, targets: boolean): void {
+  const target = (text: string) => (targets ? text : '');
+  const p99s = (r: PhaseResult) =>
+    `${ms(r.stats.steadyAppends, 99)} / ${ms(r.stats.steadyHeartbeats, 99)}`;
+  out(
+    `${REPLICAS} replicas, ${two.runners} runners ${label}: events stored per s (one, ${one.runners} runners: ${one.eventsPerS.toFixed(0)})`,
+    two.eventsPerS.toFixed(0),
+  );
+  out(
+    `${REPLICAS} replicas / one ${label}`,
+    `${(two.eventsPerS / one.eventsPerS).toFixed(2)} x`,
+    target('target >= 1.6 x'),
+  );
+  out(
+    `${REPLICAS} replicas ${label}: append / heartbeat p99 (one: ${p99s(one)})`,
+    p99s(two),
+    target('target: the same'),
+  );
+  out(
+    `${REPLICAS} replicas ${label}: refused, leases expired`,
+    `${two.stats.refusedAppends + two.stats.refusedPolls}, ${two.stats.leasesExpired + two.stats.leasesLost}`,
+  );
+}
+
 const results = new Map<string, PhaseResult>();
 let raw: number | null = null;
 let perEvent: number | null = null;
@@ -346,53 +371,10 @@ try {
     out('2.5x: time to refusal p99 inside the manager', over.refusalInside);
     out('2.5x: admitted append p99', ms(over.stats.steadyAppends, 99));
   }
-  if (two && one) {
-    // With the held pair measured, the unlimited pair is context: it shares the machine's cores.
-    const target = (text: string) => (results.has('2q') ? '' : text);
-    const unlimited = results.has('2q') ? ' (no limit)' : '';
-    out(`${REPLICAS} replicas${unlimited}: events stored per s`, two.eventsPerS.toFixed(0));
-    out(
-      `${REPLICAS} replicas / one${unlimited}`,
-      `${(two.eventsPerS / one.eventsPerS).toFixed(2)} x`,
-      target('target >= 1.6 x'),
-    );
-    out(
-      `${REPLICAS} replicas${unlimited}: append p99 (one: ${ms(one.stats.steadyAppends, 99)})`,
-      ms(two.stats.steadyAppends, 99),
-      target('target: the same'),
-    );
-    out(
-      `${REPLICAS} replicas${unlimited}: refused, leases expired`,
-      `${two.stats.refusedAppends + two.stats.refusedPolls}, ${two.stats.leasesExpired + two.stats.leasesLost}`,
-    );
-  }
-  const oneHeld = results.get('1q');
-  const twoHeld = results.get('2q');
-  if (oneHeld && twoHeld) {
-    const each = `each held to ${QUOTA} cores`;
-    out(
-      `1 replica, ${QUOTA_RUNNERS} runners (${each}): events stored per s`,
-      oneHeld.eventsPerS.toFixed(0),
-    );
-    out(
-      `${REPLICAS} replicas, ${QUOTA_RUNNERS * REPLICAS} runners: events stored per s`,
-      twoHeld.eventsPerS.toFixed(0),
-    );
-    out(
-      `${REPLICAS} replicas / one (${each})`,
-      `${(twoHeld.eventsPerS / oneHeld.eventsPerS).toFixed(2)} x`,
-      'target >= 1.6 x',
-    );
-    out(
-      `${REPLICAS} replicas: append / heartbeat p99 (one: ${ms(oneHeld.stats.steadyAppends, 99)} / ${ms(oneHeld.stats.steadyHeartbeats, 99)})`,
-      `${ms(twoHeld.stats.steadyAppends, 99)} / ${ms(twoHeld.stats.steadyHeartbeats, 99)}`,
-      'target: the same',
-    );
-    out(
-      `${REPLICAS} replicas: refused, leases expired (${each})`,
-      `${twoHeld.stats.refusedAppends + twoHeld.stats.refusedPolls}, ${twoHeld.stats.leasesExpired + twoHeld.stats.leasesLost}`,
-    );
-  }
+  // With the held pair measured, the unlimited pair is context: it shares the machine's cores.
+  const held = [results.get('1q'), results.get('2q')] as const;
+  if (one && two) scaleOut('(no limit)', one, two, !held[1]);
+  if (held[0] && held[1]) scaleOut(`(each held to ${QUOTA} cores)`, held[0], held[1], true);
   if (one && pct(one.stats.steadyAppends, 99) > 100)
     console.log('note: 1x is past what this replica sustains at p99 <= 100 ms on this machine now');
 } catch (error) {

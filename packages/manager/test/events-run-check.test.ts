@@ -6,6 +6,10 @@ import { managerTemplate } from './helpers.js';
 
 const skip = (await realPostgresAvailable()) ? false : 'needs PostgreSQL';
 
+/** The foreign key's own error, as the triggers raise it. */
+const isRunReferenceError = (error: pg.DatabaseError) =>
+  error.code === '23503' && error.constraint === 'events_run_id_fkey';
+
 /**
  * Every event belongs to a run that exists (migration 0027 checks it once per statement, not
  * once per row): an event of an unknown run is refused with the foreign key's error and takes
@@ -72,8 +76,7 @@ describe('events and their run', { skip }, () => {
   it('refuses to move an event to an unknown run', async () => {
     await assert.rejects(
       pool.query(`UPDATE events SET run_id = 'no-such-run' WHERE run_id = 'run-1'`),
-      (error: pg.DatabaseError) =>
-        error.code === '23503' && error.constraint === 'events_run_id_fkey',
+      isRunReferenceError,
     );
     assert.equal(await count('run-1'), 1);
   });
@@ -81,8 +84,7 @@ describe('events and their run', { skip }, () => {
   it('keeps the id of a run that has events', async () => {
     await assert.rejects(
       pool.query(`UPDATE runs SET run_id = 'renamed' WHERE run_id = 'run-2'`),
-      (error: pg.DatabaseError) =>
-        error.code === '23503' && error.constraint === 'events_run_id_fkey',
+      isRunReferenceError,
     );
     assert.equal(await count('run-2'), 2);
     // A run without events may still be renamed (as under the foreign key), and back.
