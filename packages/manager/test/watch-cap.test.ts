@@ -39,6 +39,14 @@ const series = (kind: string, outcome: string) => `kind="${kind}",outcome="${out
 describe('the shared bound on client watches', () => {
   it('refuses a long-poll or a stream past the bound with 429 and Retry-After, and counts both', async () => {
     const { runId, runner, lastSeq } = await claimedRun('rnr-wcap0001');
+    // A turn on a run of its own, whose result a client waits for (this run's runner polls).
+    const other = await claimedRun('rnr-wcap0003');
+    const commandId: string = (
+      await t.api('POST', `/api/v1/runs/${other.runId}/commands`, {
+        type: 'turn',
+        payload: { prompt: 'wait' },
+      })
+    ).body.commandId;
     const base = t.manager.url;
     const before = {
       pollAccepted: await metric('svc_client_watches_total', series('long-poll', 'accepted')),
@@ -61,11 +69,18 @@ describe('the shared bound on client watches', () => {
         await new Promise((r) => setTimeout(r, 20));
       }
 
-      for (const url of [
-        waitUrl,
-        `${base}/api/v1/runs/${runId}/result?waitMs=5000`,
-        `${base}/api/v1/runs/${runId}/events/stream`,
-      ]) {
+      // Every waiting read, each as its OpenAPI document says it may answer.
+      const openapi = (await t.api('GET', '/openapi.json')).body;
+      for (const [url, path] of [
+        [waitUrl, '/api/v1/runs/{runId}/events'],
+        [`${base}/api/v1/runs/${runId}/result?waitMs=5000`, '/api/v1/runs/{runId}/result'],
+        [
+          `${base}/api/v1/runs/${other.runId}/commands/${commandId}/result?waitMs=5000`,
+          '/api/v1/runs/{runId}/commands/{commandId}/result',
+        ],
+        [`${base}/api/v1/runs/${runId}/events/stream`, '/api/v1/runs/{runId}/events/stream'],
+      ] as const) {
+        assert.ok(openapi.paths[path]?.get?.responses?.['429'], `${path} documents its 429`);
         const refused = await fetch(url);
         assert.equal(refused.status, 429, url);
         assert.equal(refused.headers.get('retry-after'), '2', url);
@@ -93,7 +108,7 @@ describe('the shared bound on client watches', () => {
       assert.equal(
         (await metric('svc_client_watches_total', series('long-poll', 'refused'))) -
           before.pollRefused,
-        2,
+        3,
       );
       assert.equal(
         (await metric('svc_client_watches_total', series('stream', 'refused'))) -

@@ -155,6 +155,54 @@ describe('Server-Sent Events stream', () => {
     }
   });
 
+  it('says what the run is doing: activity and the last turn, at the start and on every change', async () => {
+    const { runId, runner } = await claimedRun('rnr-stream04');
+    const stream = await openStream(`${t.manager.url}/api/v1/runs/${runId}/events/stream`);
+    const runFrames = () =>
+      stream.messages.filter((m) => m.event === 'run').map((m) => JSON.parse(m.data));
+    try {
+      const opened = JSON.parse((await stream.next((m) => m.event === 'run')).data);
+      assert.deepEqual(opened, { runId, state: 'claimed', activity: 'idle', lastCommand: null });
+      const command = await t.api('POST', `/api/v1/runs/${runId}/commands`, {
+        type: 'turn',
+        payload: { prompt: 'hello' },
+      });
+      const commandId: string = command.body.commandId;
+      await stream.next((m) => m.event === 'run' && JSON.parse(m.data).lastCommand !== null);
+      await runner.poll();
+      assert.equal((await runner.ack(commandId)).status, 200);
+      await runner.append([{ ...ev('working'), commandId }]);
+      await stream.next((m) => m.event === 'run' && m.data.includes('"turn-active"'));
+      const failed = await runner.finish(commandId, 'failed', {
+        failureKind: 'backend-failed',
+        message: 'provider answered 401',
+      });
+      assert.equal(failed.status, 200, failed.raw);
+      const after = JSON.parse(
+        (await stream.next((m) => m.event === 'run' && m.data.includes('"failed"'))).data,
+      );
+      assert.equal(after.activity, 'idle');
+      assert.equal(after.lastCommand.commandId, commandId);
+      assert.equal(after.lastCommand.failureKind, 'backend-failed');
+      assert.equal(after.lastCommand.message, 'provider answered 401');
+      // The frame comes after the events it describes: the turn's terminal_status is before it.
+      const at = stream.messages.findIndex((m) => m.event === 'run' && m.data.includes('"failed"'));
+      assert.ok(
+        stream.messages.slice(0, at).some((m) => m.data.includes('"terminal_status"')),
+        'the terminal_status event precedes the run frame that reports it',
+      );
+      const frames = runFrames();
+      for (let i = 1; i < frames.length; i++)
+        assert.notDeepEqual(frames[i], frames[i - 1], 'a run frame only when something changed');
+      await t.api('POST', `/api/v1/runs/${runId}/cancel`, {});
+      const end = JSON.parse((await stream.next((m) => m.event === 'end')).data);
+      assert.equal(end.activity, 'closed');
+      assert.equal(end.lastCommand.commandId, commandId);
+    } finally {
+      stream.close();
+    }
+  });
+
   it('resumes after Last-Event-ID', async () => {
     const { runId, runner, lastSeq } = await claimedRun('rnr-stream02');
     await runner.append([ev('a'), ev('b'), ev('c')]);

@@ -58,6 +58,7 @@ export const OPERATIONS: Readonly<Record<string, OperationInfo>> = {
     'getRunResult',
     'runs',
     'The result of a run, waiting up to waitMs for it',
+    [429],
   ),
   'POST /api/v1/runs/:runId/runner-jobs': op(
     'createRunnerJob',
@@ -87,6 +88,7 @@ export const OPERATIONS: Readonly<Record<string, OperationInfo>> = {
     'getCommandResult',
     'commands',
     'The result of a command, waiting up to waitMs for it',
+    [429],
   ),
   'POST /api/v1/commands/:commandId/cancel': op(
     'cancelCommand',
@@ -99,6 +101,7 @@ export const OPERATIONS: Readonly<Record<string, OperationInfo>> = {
     'listEvents',
     'events',
     'Events of a run after a seq, waiting up to waitMs for the first',
+    [429],
   ),
   'GET /api/v1/runs/:runId/events/stream': op(
     'streamEvents',

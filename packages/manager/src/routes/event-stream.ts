@@ -4,9 +4,9 @@ import { Type } from '@sinclair/typebox';
 import { INT32_MAX, SeqPosition, ServiceError } from '@svc/contracts';
 import type { Ctx } from '../domain/context.js';
 import { listEvents } from '../domain/runs/events.js';
-import { getRunRow, isTerminalRun } from '../domain/runs/runs.js';
+import { getRun, getRunRow, isTerminalRun } from '../domain/runs/runs.js';
 import { watchEvents } from '../store/events-watch.js';
-import { eventsWakeKey } from '../store/wakeups.js';
+import { eventsWakeKey, runWakeKey } from '../store/wakeups.js';
 import { clientGone, errors, RunParams, type App } from './common.js';
 
 const StreamQuery = Type.Object(
@@ -18,8 +18,10 @@ const LAST_EVENT_ID = /^\d{1,15}$/;
 
 /**
  * Server-Sent Events of one run: each event is a `message` with `id:` = seq and the event
- * envelope as data; a comment line every heartbeat interval keeps proxies from closing an idle
- * stream; `event: end` says the run is terminal and every event was sent. A stream lasts at
+ * envelope as data; `event: run` carries what the run record says of itself (`state`,
+ * `activity`, `lastCommand`), first when the stream opens and again whenever that changes; a
+ * comment line every heartbeat interval keeps proxies from closing an idle stream; `event: end`
+ * says the run is terminal and every event was sent (with the run's last `run` facts). A stream lasts at
  * most the configured duration, then closes; EventSource reconnects with Last-Event-ID and
  * resumes after that seq. A stream holds one of the process's client watch slots (429 past them).
  */
@@ -33,7 +35,7 @@ export function eventStreamRoutes(app: App, ctx: Ctx): void {
         response: {
           200: {
             description:
-              'text/event-stream: `id:` seq, `data:` event envelope; `event: end` when the run is terminal',
+              'text/event-stream: `id:` seq, `data:` event envelope; `event: run` with the run\'s state, activity and lastCommand, at the start and on every change; `event: end` when the run is terminal',
             content: { 'text/event-stream': { schema: Type.String() } },
           },
           ...errors,
@@ -99,6 +101,7 @@ async function stream(
   }, streamHeartbeatMs);
   let seq = afterSeq;
   let watched = false;
+  let sentFacts = '';
   // Set when a drain released the stream: it sends what is committed now, then ends, and the
   // client reconnects (Last-Event-ID) to another replica.
   let last = false;
@@ -109,7 +112,12 @@ async function stream(
       const abort = () => stop.abort();
       gone.addEventListener('abort', abort, { once: true });
       try {
-        const woken = ctx.wakeups.wait(eventsWakeKey(runId), until - Date.now(), stop.signal);
+        // Events, and the run's commands (a turn sent or cancelled appends no event at once but
+        // changes the run's activity and last turn).
+        const woken = Promise.race([
+          ctx.wakeups.wait(eventsWakeKey(runId), until - Date.now(), stop.signal),
+          ctx.wakeups.wait(runWakeKey(runId), until - Date.now(), stop.signal),
+        ]);
         // Marked watched for the stream's whole life before its first read: the run's appends
         // then wake it from any replica (see store/events-watch.ts).
         if (!watched) {
@@ -117,15 +125,33 @@ async function stream(
           watched = true;
         }
         // State before events: a run seen terminal has every event committed.
-        const run = await getRunRow(ctx, runId);
+        const run = await getRun(ctx, runId);
         const page = await listEvents(ctx, runId, seq, STREAM_PAGE);
         for (const event of page.events) {
           await write(`id: ${event.seq}\ndata: ${JSON.stringify(event)}\n\n`);
           seq = event.seq;
         }
         if (page.hasMore) continue;
+        // After the events it may describe: a client that applies them in order sees the run
+        // say what its events say (a failed turn's terminal_status, then lastCommand failed).
+        const facts = JSON.stringify({
+          runId,
+          state: run.state,
+          activity: run.activity,
+          lastCommand: run.lastCommand,
+        });
+        if (facts !== sentFacts) {
+          await write(`event: run\ndata: ${facts}\n\n`);
+          sentFacts = facts;
+        }
         if (isTerminalRun(run.state)) {
-          const end = { runId, state: run.state, lastSeq: seq };
+          const end = {
+            runId,
+            state: run.state,
+            activity: run.activity,
+            lastCommand: run.lastCommand,
+            lastSeq: seq,
+          };
           await write(`event: end\ndata: ${JSON.stringify(end)}\n\n`);
           return;
         }
