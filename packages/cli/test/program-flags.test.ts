@@ -158,3 +158,23 @@ describe('every program answers --help and --version without starting anything',
     });
   }
 });
+
+describe('a service or client program refuses an argument it does not take', () => {
+  const services = programs().filter((p) =>
+    ['run-manager', 'runner', 'auth-broker', 'queue', 'runs', 'sessions'].includes(p.name),
+  );
+  it('finds them', () => assert.equal(services.length, 6));
+  for (const program of services)
+    for (const flag of ['-v', '--port=9000', 'serve-now'])
+      it(`${program.name} ${flag}: exit 2, says which argument, starts nothing`, async () => {
+        const before = requests;
+        const result = await runFlag(program, flag);
+        assert.equal(result.code, 2, `${program.name} ${flag}: ${result.stdout}${result.stderr}`);
+        assert.ok(
+          (result.stderr + result.stdout).includes(flag.split('=')[0]!),
+          `${program.name} names ${flag}: ${result.stderr}${result.stdout}`,
+        );
+        assert.equal(result.listened, false, `${program.name} ${flag} opened its port`);
+        assert.equal(requests, before, 'no request reached a manager or broker');
+      });
+});

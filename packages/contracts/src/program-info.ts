@@ -14,22 +14,31 @@ export interface ProgramInfo {
 
 /**
  * `--help`/`-h` and `--version`/`-V` of a program configured by its environment, answered before
- * anything starts: no configuration is read, no port opened, no process started. Returns
- * whether it answered (the caller then does nothing else and exits 0).
+ * anything starts: no configuration is read, no port opened, no process started. Any other
+ * argument is a usage error (standard error, exit status 2), never ignored: `-v` or `--port
+ * 9000` must not start a program the person meant to configure otherwise. Returns whether it
+ * answered (the caller then does nothing else; the exit status is set).
  */
 export function answerInfoFlags(
   argv: readonly string[],
   info: ProgramInfo,
   out: NodeJS.WritableStream = process.stdout,
+  err: NodeJS.WritableStream = process.stderr,
 ): boolean {
-  const flags = argv.slice(0, argv.includes('--') ? argv.indexOf('--') : argv.length);
-  if (flags.some((a) => a === '--help' || a === '-h')) {
+  if (argv.some((a) => a === '--help' || a === '-h')) {
     out.write(`${info.usage.trim()}\n`);
     return true;
   }
-  if (flags.some((a) => a === '--version' || a === '-V')) {
+  if (argv.some((a) => a === '--version' || a === '-V')) {
     out.write(`${info.name} ${packageVersion(info.packageJson)}\n`);
     return true;
   }
-  return false;
+  const unknown = argv[0];
+  if (unknown === undefined) return false;
+  err.write(
+    `${info.name}: unknown argument ${JSON.stringify(unknown)}: it takes only --help (-h) and --version (-V); ` +
+      `it is configured by environment variables (\`${info.name} --help\` lists them)\n`,
+  );
+  process.exitCode = 2;
+  return true;
 }
