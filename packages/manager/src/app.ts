@@ -46,6 +46,7 @@ import type { LoopState } from './domain/scheduler/view.js';
 import { schedulerRoutes } from './routes/scheduler.js';
 import { scheduleRoutes } from './routes/schedules.js';
 import { WatchSlots } from './domain/runs/watch-slots.js';
+import { permissiveWithSandboxes, SandboxPeers } from './http/sandbox-peer.js';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -157,6 +158,7 @@ export async function buildApp(deps: AppDeps): Promise<BuiltApp> {
     deploymentMode: deps.config.deploymentMode,
     db: deps.store.db,
     leaseDb: deps.store.leaseDb,
+    ...(permissiveWithSandboxes(deps.config) ? { sandboxPeers: new SandboxPeers() } : {}),
   };
   const storeGauges = new StoreGauges(
     deps.store.db,

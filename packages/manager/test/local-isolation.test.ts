@@ -27,6 +27,21 @@ writeFileSync(job + '/seen.json', JSON.stringify({
   // Where one test keeps the manager's API key file: next to the data dir.
   keyFile: attempt(() => readFileSync(job + '/../../../api-key', 'utf8')),
 }));
+// The manager's API without a credential, as any code the agent runs could call it.
+const probe = async (method, path) => {
+  try {
+    const res = await fetch(process.env.SVC_MANAGER_URL + path, {
+      method, headers: { 'content-type': 'application/json' },
+      body: method === 'POST' ? JSON.stringify({ backendProfile: 'builtin-b' }) : undefined,
+    });
+    return res.status;
+  } catch (error) { return String(error.cause?.code ?? error.message); }
+};
+writeFileSync(job + '/api.json', JSON.stringify({
+  list: await probe('GET', '/api/v1/runs'),
+  create: await probe('POST', '/api/v1/runs'),
+  profiles: await probe('GET', '/api/v1/profiles'),
+}));
 if (process.env.SVC_PROFILE === 'stubborn') {
   // Deaf to SIGTERM, with a shell in a session of its own: only a SIGKILL of the sandbox ends it.
   const { spawn } = await import('node:child_process');
@@ -210,6 +225,44 @@ describe('with SVC_LOCAL_ISOLATION=off', () => {
   });
 });
 
+async function probed(t: TestManager, jobName: string): Promise<any> {
+  return waitFor('the job to call the API', async () =>
+    JSON.parse(
+      await readFile(join(t.dataDir, 'jobs', jobName, 'api.json'), 'utf8').catch(() => 'null'),
+    ),
+  );
+}
+
+describe(
+  'a sandboxed runner Job of a manager without an API key (permissive local mode)',
+  { skip: hasBwrap ? false : 'bubblewrap is not installed' },
+  () => {
+    let t: TestManager;
+    before(async () => {
+      t = await manager({ SVC_API_KEY: '' });
+    });
+    after(() => t?.close());
+
+    it('gets no operator access from inside its sandbox, while the host keeps it', async () => {
+      const { runId, commandId } = await runAndCommand(t);
+      const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
+      assert.equal(created.status, 201, created.raw);
+      const api = await probed(t, created.body.jobName);
+      // Listing runs, starting one under another profile, reading profiles: all refused.
+      assert.deepEqual(api, { list: 401, create: 401, profiles: 401 });
+      // A keyless call from outside every sandbox is still the operator's.
+      const listed = await fetch(`${t.manager.url}/api/v1/runs`);
+      assert.equal(listed.status, 200);
+      const runs = ((await listed.json()) as { runs: Array<{ backendProfile: string }> }).runs;
+      assert.ok(
+        runs.every((r) => r.backendProfile === 'builtin-a'),
+        'no run was created from inside',
+      );
+      await t.api('POST', `/api/v1/runs/${runId}/cancel`, { reason: 'done' });
+    });
+  },
+);
+
 describe(
   'a sandboxed runner Job',
   { skip: hasBwrap ? false : 'bubblewrap is not installed' },
@@ -311,6 +364,15 @@ describe(
         await other.close();
         await rm(mirror, { recursive: true, force: true });
       }
+    });
+
+    it('calls the API with no credential: refused, as the manager has a key', async () => {
+      const { runId, commandId } = await runAndCommand(t);
+      const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
+      assert.equal(created.status, 201, created.raw);
+      const api = await probed(t, created.body.jobName);
+      assert.deepEqual(api, { list: 401, create: 401, profiles: 401 });
+      await t.api('POST', `/api/v1/runs/${runId}/cancel`, { reason: 'done' });
     });
 
     it('runs a lone runner entry its user may not read (a private directory) from a copy', async () => {

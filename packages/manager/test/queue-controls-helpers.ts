@@ -8,18 +8,25 @@ import { managerTemplate, startTestManager, type TestManager } from './helpers.j
 import { call } from './http-call.js';
 
 /**
- * A runner that does what a real one does for a queue task, over the manager's real HTTP API:
- * claim its run, take its turn, report it completed after a short while, close the run and
+ * A runner that does what a real one does for a queue task, over the manager's real HTTP API
+ * with its runner token: claim its run, take its turn, report it completed after a short while, close the run and
  * exit (its Job ends: the slot is free).
  */
 const QUICK_RUNNER = `
+import { readFileSync } from 'node:fs';
 const env = process.env;
 const base = env.SVC_MANAGER_URL;
 const runnerId = env.SVC_RUNNER_ID;
+// Its own runner token, as the runner reads it: the only credential a job has.
+const token = readFileSync(env.SVC_SECRET_DIR + '/manager-token', 'utf8').trim();
 const call = async (method, path, body, lease) => {
   const res = await fetch(base + path, {
     method,
-    headers: { 'content-type': 'application/json', ...(lease ? { 'x-lease-token': lease } : {}) },
+    headers: {
+      'content-type': 'application/json',
+      authorization: 'Bearer ' + token,
+      ...(lease ? { 'x-lease-token': lease } : {}),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();

@@ -4,6 +4,7 @@ import { ServiceError } from '@svc/contracts';
 import { RUNNER_TOKEN_PREFIX } from '../domain/caller-tokens.js';
 import { findRunnerCaller, type RunnerCaller } from '../domain/runs/runner-callers.js';
 import type { Db } from '../store/db.js';
+import type { SandboxPeers } from './sandbox-peer.js';
 
 /** Who is calling: an operator (API key) or one runner Job (its own token). */
 export type Caller = { kind: 'operator' } | RunnerCaller;
@@ -28,6 +29,11 @@ export interface AuthSettings {
   db: Db;
   /** The lease lane's connections: a renewal's or claim's caller is looked up there. */
   leaseDb?: Db;
+  /**
+   * Without an API key (permissive local mode) and with local runner sandboxes: tells calls
+   * from inside a sandbox apart, which then need a credential all the same (sandbox-peer.ts).
+   */
+  sandboxPeers?: SandboxPeers;
 }
 
 const digest = (value: string) => createHash('sha256').update(value).digest();
@@ -79,6 +85,11 @@ export function installAuth(scope: FastifyInstance, settings: AuthSettings): voi
     }
     const refused = operatorKey(token);
     if (refused) throw refused;
+    if (keys.length === 0 && (await settings.sandboxPeers?.isSandboxed(request.raw.socket)))
+      throw new ServiceError(
+        'auth-failed',
+        'this manager has no API key, and the call comes from inside a runner sandbox: code a run executes gets no operator access (set SVC_API_KEY, and send it, to call the API from there)',
+      );
     request.caller = { kind: 'operator' };
   });
 
