@@ -15,6 +15,7 @@ import {
   waitForNoTaggedProcesses,
   type TestStore,
 } from '@svc/testkit';
+import pg from 'pg';
 import { LocalSecretStore } from '../src/index.js';
 import { managerTemplate, runBody } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
@@ -114,6 +115,21 @@ describe('crash recovery', { skip }, () => {
         await writeFile(join(j.jobDir, 'agent-home', 'auth.json'), JSON.stringify({ transient }));
         assert.equal((await findCanariesInTree(j.jobDir, [transient])).length, 2);
       }
+      // Two more of the first manager's jobs, as the second manager below finds them in the
+      // database: one still being started (pending, no process yet), one started on another
+      // host. Neither is the second manager's to judge.
+      const starting = await launch();
+      const elsewhere = await launch();
+      const db = new pg.Client({ connectionString: jobStore.url });
+      await db.connect();
+      const setJob = (runnerJobId: string, phase: string, identity: string | null) =>
+        db.query('UPDATE runner_jobs SET phase = $2, pod_identity = $3 WHERE runner_job_id = $1', [
+          runnerJobId,
+          phase,
+          identity,
+        ]);
+      await setJob(starting.job.runnerJobId, 'pending', null);
+      await setJob(elsewhere.job.runnerJobId, 'running', 'local:elsewhere.example:999999');
       // A second local manager on the same database, with its own data directory, starts: the
       // live jobs are the first manager's, and stay running and unreported.
       const otherDir = await mkdtemp(join(tmpdir(), 'svc-adopt-other-'));
@@ -127,7 +143,14 @@ describe('crash recovery', { skip }, () => {
         const seen = await jobOf(living.runId, living.job.runnerJobId);
         assert.equal(seen.phase, 'running', JSON.stringify(seen.terminalSummary));
         assert.ok(alive(living.pid), "another manager's start left the job running");
+        assert.equal((await jobOf(starting.runId, starting.job.runnerJobId)).phase, 'pending');
+        assert.equal((await jobOf(elsewhere.runId, elsewhere.job.runnerJobId)).phase, 'running');
+        for (const j of [starting, elsewhere]) {
+          await setJob(j.job.runnerJobId, 'running', j.job.podIdentity);
+          await post(`/api/v1/runs/${j.runId}/cancel`, {});
+        }
       } finally {
+        await db.end();
         other.kill('SIGTERM');
         await new Promise((r) => other.once('exit', r));
         await rm(otherDir, { recursive: true, force: true });

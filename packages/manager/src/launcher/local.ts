@@ -274,7 +274,8 @@ export class LocalLauncher implements Launcher {
    * directory names) are adopted and followed to their end; the others ended while no manager
    * watched, and are reported so, their leftovers and secret material removed first. A live
    * job with no directory here is another local manager's (another data directory, the same
-   * database): not ours to follow.
+   * database): not ours to follow; nor, without a directory here, one started on another host
+   * or not started yet.
    */
   async start(listener: PhaseListener, active: readonly ActiveJob[]): Promise<void> {
     this.#listener = listener;
@@ -282,6 +283,10 @@ export class LocalLauncher implements Launcher {
     for (const job of active) {
       if (this.#children.has(job.jobName)) continue;
       const dir = this.#paths(job).dir;
+      // Another manager's: started on another host, or still being started (no process yet)
+      // by a manager with another data directory. Its own manager, or the unclaimed-job sweep,
+      // reports its end; judged from here it would only look dead.
+      if (!existsSync(dir) && !startedOnThisHost(job)) continue;
       const identity = readIdentity(dir) ?? earlierIdentity(job);
       const alive = identity !== null && stillRunning(identity);
       if (alive && existsSync(dir)) {
@@ -364,6 +369,12 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
  * A job launched before job directories recorded their process: its pod identity's pid, if
  * that process is really this job's runner (its environment names the job; pids are reused).
  */
+/** Whether the job's process was started on this host (`local:<host>:<pid>`). */
+function startedOnThisHost(job: ActiveJob): boolean {
+  const parts = job.podIdentity?.split(':') ?? [];
+  return parts.length >= 3 && parts.slice(1, -1).join(':') === hostname();
+}
+
 function earlierIdentity(job: ActiveJob): ProcessIdentity | null {
   const pid = Number(job.podIdentity?.split(':').at(-1));
   if (!Number.isInteger(pid) || pid <= 0) return null;
