@@ -371,3 +371,64 @@ describe('a profile start rate', { skip }, () => {
     assert.equal(await attemptCount(a), 6, 'no more than three in the new minute');
   });
 });
+
+describe('a held-back task never holds back the work behind it', { skip }, () => {
+  // The scan comes once a minute: whatever starts here starts from the claims alone.
+  let pair: Pair;
+  before(async () => {
+    pair = await startPair({ SVC_SCHEDULER_MAX_RUNNING: '3', SVC_SCHEDULER_SCAN_MS: '60000' });
+  });
+  after(() => pair?.close());
+
+  const stateOf = async (taskId: string) =>
+    (await pair.http(pair.b, 'GET', `/api/v1/queue/tasks/${taskId}`)).body.state as string;
+  const started = async (tasks: Array<{ taskId: string }>) =>
+    (await Promise.all(tasks.map((t) => stateOf(t.taskId)))).filter((s) => s !== 'queued').length;
+  const settings = (queue: string, body: Record<string, unknown>) =>
+    pair.http(pair.a, 'PUT', `/api/v1/queue/queues/${queue}/settings`, body);
+
+  it('tasks of one key ahead in the queue: one starts, the others behind them start at once', async () => {
+    const { a } = pair;
+    assert.equal((await settings('hk', { paused: true })).status, 200);
+    // More tasks of the key than the room there is, all ahead of the others.
+    const keyed = [];
+    for (let i = 0; i < 4; i++)
+      keyed.push(await submitTo(pair, a, { queue: 'hk', concurrencyKey: 'repo/hk' }, 'slow'));
+    const others = [
+      await submitTo(pair, a, { queue: 'hk' }, 'slow'),
+      await submitTo(pair, a, { queue: 'hk' }, 'slow'),
+    ];
+    assert.equal(await started([...keyed, ...others]), 0);
+    assert.equal((await settings('hk', { paused: false })).status, 200);
+    await waitFor(
+      'the tasks behind the key to start',
+      async () => (await started(others)) === 2,
+      4_000,
+    );
+    assert.equal(await started(keyed), 1, 'one of the key, as its limit says');
+    await waitFor('every task to end', async () => (await tasksLeft(a)) === 0, 120_000);
+  });
+
+  it('a full queue ahead of another: the other queue starts at once', async () => {
+    const { a } = pair;
+    assert.equal((await settings('narrow', { maxRunning: 1, paused: true })).status, 200);
+    assert.equal((await settings('wide', { paused: true })).status, 200);
+    const narrow = [];
+    for (let i = 0; i < 4; i++) narrow.push(await submitTo(pair, a, { queue: 'narrow' }, 'slow'));
+    const wide = [
+      await submitTo(pair, a, { queue: 'wide' }, 'slow'),
+      await submitTo(pair, a, { queue: 'wide' }, 'slow'),
+    ];
+    assert.equal((await settings('narrow', { paused: false })).status, 200);
+    await waitFor(
+      'one of the narrow queue to start',
+      async () => (await started(narrow)) === 1,
+      4_000,
+    );
+    // The narrow queue's waiting tasks come first in line, and there is room for three.
+    assert.equal((await settings('wide', { paused: false })).status, 200);
+    await waitFor('the wide queue to start', async () => (await started(wide)) === 2, 4_000);
+    assert.equal(await started(narrow), 1, 'the narrow queue holds to its limit');
+    await waitFor('every task to end', async () => (await tasksLeft(a)) === 0, 120_000);
+  });
+});

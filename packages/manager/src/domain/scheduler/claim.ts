@@ -31,13 +31,14 @@ export interface Claimed {
  * cancel holds is passed over, never waited for), pick fairly within every limit and create
  * their attempts as a manual dispatch would, one statement per kind for the whole batch.
  * `write` adds the attempts' further records to the same transaction (their tasks still
- * locked); returns the claimed attempts and what `write` returned, or null when none.
+ * locked); returns the claimed attempts, what `write` returned and whether another claim may
+ * find more at once (`more`), or null when none.
  */
 export async function claimBatch<W>(
   ctx: Ctx,
   settings: SchedulerSettings,
   write: (trx: Tx, claimed: Claimed[]) => Promise<W>,
-): Promise<{ claimed: Claimed[]; written: W } | null> {
+): Promise<{ claimed: Claimed[]; written: W; more: boolean } | null> {
   return ctx.db.transaction().execute(async (trx) => {
     await lockCapacity(trx);
     // Capacity and candidates in one statement, after the lock: up to a batch of ready tasks
@@ -55,6 +56,33 @@ export async function claimBatch<W>(
           ${settings.perTenant}::int,
           2147483647
         ) > (SELECT coalesce(sum(n), 0) FROM used u WHERE u.tenant_id = q.tenant_id)
+      ),
+      -- Profiles and queues at their limit, once per claim (the few with slots or a limit).
+      full_profiles AS (
+        SELECT p.name FROM (
+          SELECT backend_profile AS name FROM used
+          UNION SELECT name FROM queue_limits WHERE scope = 'profile'
+          UNION SELECT jsonb_object_keys(${JSON.stringify(settings.profiles)}::jsonb)
+        ) p
+        WHERE coalesce(
+          (SELECT value FROM queue_limits WHERE scope = 'profile' AND name = p.name),
+          (${JSON.stringify(settings.profiles)}::jsonb ->> p.name)::int,
+          ${settings.perProfile}::int,
+          2147483647
+        ) <= (SELECT coalesce(sum(n), 0) FROM used u WHERE u.backend_profile = p.name)
+      ),
+      full_queues AS (
+        SELECT q.name FROM (
+          SELECT queue AS name FROM used
+          UNION SELECT queue FROM queue_settings WHERE max_running IS NOT NULL
+          UNION SELECT jsonb_object_keys(${JSON.stringify(settings.queues)}::jsonb)
+        ) q
+        WHERE coalesce(
+          (SELECT max_running FROM queue_settings WHERE queue = q.name),
+          (${JSON.stringify(settings.queues)}::jsonb ->> q.name)::int,
+          ${settings.perQueue}::int,
+          2147483647
+        ) <= (SELECT coalesce(sum(n), 0) FROM used u WHERE u.queue = q.name)
       )
       SELECT cap.capacity_queues, cap.capacity_used, cap.capacity_paused, cap.capacity_stored,
         cap.capacity_rates, cap.room AS capacity_room, c.*
@@ -63,11 +91,14 @@ export async function claimBatch<W>(
         SELECT t.* FROM queue_tasks t
         WHERE ${dueTask(sql.ref('t'))} AND t.tenant_id = ten.tenant_id
           -- Tasks that could not start anyway are passed over here, so they never fill a
-          -- batch ahead of tasks that can: paused queues, full keys, profiles at their rate.
+          -- batch ahead of tasks that can: paused queues, full keys, profiles at their rate,
+          -- full profiles and queues.
           AND t.queue NOT IN (SELECT queue FROM queue_settings WHERE paused)
           AND (t.concurrency_key IS NULL OR coalesce(t.concurrency_limit, 1) >
             (SELECT coalesce(sum(n), 0) FROM used u WHERE u.concurrency_key = t.concurrency_key))
           AND t.backend_profile NOT IN (SELECT profile FROM rates WHERE starts >= rate)
+          AND t.backend_profile NOT IN (SELECT name FROM full_profiles)
+          AND t.queue NOT IN (SELECT name FROM full_queues)
         ORDER BY t.priority DESC, t.enqueue_seq
         LIMIT cap.room
         FOR UPDATE OF t SKIP LOCKED
@@ -101,7 +132,8 @@ export async function claimBatch<W>(
       byTenant.set(row.tenant_id, list);
     }
     const picked: TaskRow[] = [];
-    for (const pick of pickFair(byTenant, limits, use, room)) {
+    const fair = pickFair(byTenant, limits, use, room);
+    for (const pick of fair) {
       const before = byId.get(pick.taskId)!;
       try {
         checkDispatchable(before, undefined);
@@ -113,7 +145,10 @@ export async function claimBatch<W>(
     if (picked.length === 0) return null;
     const made = await createAttempts(trx, picked);
     const claimed = made.map(({ task, attempt }, i) => ({ task, before: picked[i]!, attempt }));
-    return { claimed, written: await write(trx, claimed) };
+    // Candidates held back by this batch's own picks (a key, tenant, profile or queue that the
+    // batch filled) while room is left: the next claim, which sees them full, finds others.
+    const more = fair.length < room && fair.length < tasks.length;
+    return { claimed, written: await write(trx, claimed), more };
   });
 }
 

@@ -143,7 +143,7 @@ export class Scheduler {
       if (!batch) break;
       this.#launch(batch.written);
       started += batch.claimed.length;
-      if (batch.claimed.length < this.settings.batchSize) break;
+      if (batch.claimed.length < this.settings.batchSize && !batch.more) break;
     }
     return started;
   }
