@@ -219,6 +219,13 @@ describe('deploy/ overlays rendered with kustomize', () => {
         assert.deepEqual(Object.keys(peer), ['ipBlock']);
         assert.notEqual(peer.ipBlock.cidr, '0.0.0.0/0');
       }
+      // Cut off, should the allow list above be refused: a policy of its own that allows
+      // nothing, selecting the same pods.
+      const deny = find('NetworkPolicy', 'svc-runner-default-deny', rendered[overlay]);
+      assert.deepEqual(deny.spec, {
+        podSelector: { matchLabels: { 'app.kubernetes.io/name': 'svc-runner' } },
+        policyTypes: ['Ingress', 'Egress'],
+      });
       // The manager's runner Jobs carry the label the policy selects.
       const job = new KubernetesLauncher({
         apis: createKubeApis({ apiUrl: 'http://127.0.0.1:1' }),

@@ -29,7 +29,7 @@ import {
   completeExecutionPolicy,
   resolveProfile,
 } from '../runs/run-policy.js';
-import { assertLeaseOwner } from '../runs/lease-checks.js';
+import { assertLeaseOwner, ownerDetails } from '../runs/lease-checks.js';
 import { cancelRun, isTerminalRun, lockRunOrThrow } from '../runs/runs.js';
 import {
   decodeCursor,
@@ -364,6 +364,8 @@ export async function refreshStorage(
       throw new ServiceError(
         'runner-lease-conflict',
         `session ${sessionId} has no run to report for`,
+        // As every lease conflict does: the holder and its expiry, here none.
+        ownerDetails(null, null),
       );
     assertLeaseOwner(await lockRunOrThrow(trx, runId), body.runnerId, leaseToken);
     return storageResponse(await writeStorageSummary(trx, sessionId, body));
