@@ -59,9 +59,19 @@ function KeyPrompt({ failure, onSaved }: { failure: ApiError; onSaved: () => voi
   );
 }
 
+function decodePart(part: string): string | null {
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    return null;
+  }
+}
+
 function Route({ path, query }: { path: string; query: URLSearchParams }) {
-  const parts = path.split('/').slice(1).map(decodeURIComponent);
-  const [section = '', id] = parts;
+  const parts = path.split('/').slice(1).map(decodePart);
+  // A part that is no valid escape (`/runs/%E0`) names nothing: the not-found page, not a crash.
+  if (parts.includes(null)) return <NotFoundView path={path} />;
+  const [section = '', id] = parts as string[];
   if (parts.length > 2) return <NotFoundView path={path} />;
   if (section === 'runs' && id) return <RunDetailView runId={id} />;
   if (section === 'sessions' && id) return <SessionDetailView sessionId={id} query={query} />;

@@ -116,6 +116,22 @@ describe('the console on a phone and at night', { concurrency: false }, () => {
         assert.deepEqual(problems, []);
       });
 
+  it('no view scrolls sideways at any width between a small phone and a laptop', async () => {
+    await page.emulateMedia({ colorScheme: 'light' });
+    const problems: string[] = [];
+    for (const view of views(seeded)) {
+      await page.setViewportSize({ width: 1440, height: 900 });
+      await show(view.path, view.ready);
+      // The same page resized, as a window dragged narrower or a tablet turned.
+      for (const width of [320, 360, 480, 600, 700, 761, 768, 820, 900, 1024, 1180, 1280]) {
+        await page.setViewportSize({ width, height: 900 });
+        const overflow = await sidewaysOverflow(page);
+        if (overflow > 0) problems.push(`${view.name} at ${width} px: ${overflow}px too wide`);
+      }
+    }
+    assert.deepEqual(problems, []);
+  });
+
   it('the theme switch wins over the system and is remembered; t switches too', async () => {
     await page.setViewportSize({ width: 1440, height: 900 });
     await page.emulateMedia({ colorScheme: 'light' });

@@ -261,6 +261,16 @@ describe('the console, seeded', { concurrency: false }, () => {
         await page.getByText('No such run').waitFor();
         await page.goto(url('/tasks/tsk-00000000000000000000000000'));
         await page.getByText('No such task').waitFor();
+        // An address that is no valid escape, reached inside the console (a link, the back
+        // button), names nothing: the page says so, it never blanks.
+        for (const bad of ['/runs/%E0', '/tasks/%E0%A4%A', '/sessions/%ZZ']) {
+          await page.goto(url('/runs'));
+          await page.getByRole('heading', { name: 'Runs' }).waitFor();
+          await page.evaluate(
+            `history.pushState(null, '', ${JSON.stringify(bad)}); dispatchEvent(new PopStateEvent('popstate'))`,
+          );
+          await page.getByRole('heading', { name: 'No such page' }).waitFor();
+        }
         await noSideways('the not-found page');
       });
     });
