@@ -17,6 +17,7 @@ import {
 } from '@svc/testkit';
 import pg from 'pg';
 import { LocalSecretStore } from '../src/index.js';
+import { identityOf } from '../src/launcher/local-identity.js';
 import { managerTemplate, runBody } from './helpers.js';
 import { waitFor } from './e2e-helpers.js';
 import { findCanariesInTree } from './secret-scan.js';
@@ -44,6 +45,7 @@ describe('crash recovery', { skip }, () => {
     const dir = await mkdtemp(join(tmpdir(), 'svc-adopt-'));
     // Whatever fails, no manager of this test outlives it (a live child keeps the file open).
     let manager: ChildProcess | undefined;
+    let decoy: ChildProcess | undefined;
     const pids: number[] = [];
     try {
       await new LocalSecretStore(join(dir, 'secrets')).put('svc-v01-provider-builtin-a', {
@@ -161,6 +163,18 @@ describe('crash recovery', { skip }, () => {
       assert.ok(alive(living.pid), 'the detached job outlived the killed manager');
       process.kill(dying.pid, 'SIGKILL');
       await waitFor('the dying stand-in to end', () => !alive(dying.pid), 5000);
+      // The dead job's directory is the job's to write: a record there naming a live process
+      // (here one of the test's own) must not make the restarted manager adopt that process.
+      decoy = spawn('sleep', ['300'], { stdio: 'ignore' });
+      const forged = identityOf(decoy.pid!);
+      assert.ok(forged);
+      for (const name of ['runner-process.json', 'job-process.json'])
+        await writeFile(join(dying.jobDir, name), JSON.stringify(forged));
+      assert.equal(
+        existsSync(join(dir, 'job-processes', `${living.job.jobName}.json`)),
+        true,
+        'the manager keeps its own record of the process',
+      );
       manager = start();
       try {
         await waitForHttp(`${base}/health/readiness`);
@@ -173,6 +187,7 @@ describe('crash recovery', { skip }, () => {
         const dead = await jobOf(dying.runId, dying.job.runnerJobId);
         assert.equal(dead.phase, 'failed');
         assert.equal(dead.terminalSummary.reason, 'ended-while-manager-down');
+        assert.ok(alive(decoy.pid!), 'the process a forged record named was left alone');
         assert.deepEqual(await findCanariesInTree(dying.jobDir, [transient]), []);
         // The adopted job is followed to its end although it is not the new manager's child.
         await writeFile(join(living.jobDir, 'stop'), '');
@@ -202,6 +217,7 @@ describe('crash recovery', { skip }, () => {
         await new Promise((r) => manager!.once('exit', r));
       }
       for (const pid of pids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+      decoy?.kill('SIGKILL');
       await jobStore.drop();
       await rm(dir, { recursive: true, force: true });
     }

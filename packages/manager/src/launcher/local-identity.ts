@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { EXIT_STATUS_FILE } from '@svc/contracts';
 
-/** Where a local job's launcher records the process it started (next to the job's log). */
-export const IDENTITY_FILE = 'runner-process.json';
+/** Where a local launcher records the processes it started (see identityFile). */
+const IDENTITY_DIR = 'job-processes';
 
 /**
  * The process a local launcher started for a job: its direct child (the runner, or a wrapper
@@ -46,13 +46,28 @@ export function identityOf(pid: number): ProcessIdentity | null {
   return startTime === null ? null : { pid, startTime, bootId: bootId() };
 }
 
-export async function writeIdentity(jobDir: string, identity: ProcessIdentity): Promise<void> {
-  await writeFile(join(jobDir, IDENTITY_FILE), JSON.stringify(identity), { mode: 0o600 });
+/**
+ * Where the identity of a job's process is kept: beside the jobs, in a directory only the
+ * manager writes (`<data dir>/job-processes/<job>.json`), never in the job's own directory,
+ * which its runner (another uid, in a sandbox) may write. A record the job could write would
+ * let it name any process, which a restarted manager would then adopt and, on cancel, signal.
+ */
+export function identityFile(jobsRoot: string, jobName: string): string {
+  return join(dirname(jobsRoot), IDENTITY_DIR, `${jobName}.json`);
 }
 
-export function readIdentity(jobDir: string): ProcessIdentity | null {
+export async function writeIdentity(file: string, identity: ProcessIdentity): Promise<void> {
+  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
+  await writeFile(file, JSON.stringify(identity), { mode: 0o600 });
+}
+
+export async function forgetIdentity(file: string): Promise<void> {
+  await rm(file, { force: true });
+}
+
+export function readIdentity(file: string): ProcessIdentity | null {
   try {
-    const value = JSON.parse(readFileSync(join(jobDir, IDENTITY_FILE), 'utf8')) as unknown;
+    const value = JSON.parse(readFileSync(file, 'utf8')) as unknown;
     const v = value as Partial<ProcessIdentity> | null;
     if (
       v &&

@@ -8,6 +8,8 @@ import { workReadyCacheFile } from '../work-ready.js';
 import { endLocalJobs } from './local-cleanup.js';
 import {
   exitStatusOf,
+  forgetIdentity,
+  identityFile,
   identityOf,
   readIdentity,
   stillRunning,
@@ -58,8 +60,9 @@ interface Job {
  * The embedded launcher: each runner Job is a process group of the manager host. Values
  * (transientEnv, the manager token) go to files under the job's `secret/` directory, mode 0600,
  * readable only by the runner's user, and are deleted when the job ends; the environment and
- * every record carry names and paths only. Each job's directory records the process it runs
- * as (pid, start time, boot: `runner-process.json`), so a manager restarted on the same data
+ * every record carry names and paths only. The launcher records the process each job runs as
+ * (pid, start time, boot: `job-processes/<job>.json`, which no job can write), so a manager
+ * restarted on the same data
  * directory adopts the jobs of the one before, which kept running meanwhile, instead of
  * killing them: their leases, turns and model calls go on. Closing the manager stops its jobs.
  */
@@ -199,7 +202,7 @@ export class LocalLauncher implements Launcher {
     // Who the job is, for a manager that restarts while it runs (see start).
     const identity = identityOf(pid);
     if (identity)
-      await writeIdentity(paths.dir, identity).catch((error: unknown) =>
+      await writeIdentity(identityFile(this.options.jobsRoot, spec.jobName), identity).catch((error: unknown) =>
         this.options.logger.warn(
           { jobName: spec.jobName, err: String(error) },
           'recording the job’s process failed; a restarted manager will not adopt it',
@@ -236,6 +239,7 @@ export class LocalLauncher implements Launcher {
         ),
       );
       this.#children.delete(jobName);
+      await forgetIdentity(identityFile(this.options.jobsRoot, jobName));
       await this.#listener({
         jobName,
         phase,
@@ -287,7 +291,8 @@ export class LocalLauncher implements Launcher {
       // by a manager with another data directory. Its own manager, or the unclaimed-job sweep,
       // reports its end; judged from here it would only look dead.
       if (!existsSync(dir) && !startedOnThisHost(job)) continue;
-      const identity = readIdentity(dir) ?? earlierIdentity(job);
+      const identity =
+        readIdentity(identityFile(this.options.jobsRoot, job.jobName)) ?? earlierIdentity(job);
       const alive = identity !== null && stillRunning(identity);
       if (alive && existsSync(dir)) {
         this.#follow(job.jobName, dir, identity.pid, identity);
@@ -303,6 +308,7 @@ export class LocalLauncher implements Launcher {
     await endLocalJobs(dirs);
     if ([...this.#children.values()].some((j) => j.identity)) this.#watchAdopted();
     for (const { job, exitCode } of gone) {
+      await forgetIdentity(identityFile(this.options.jobsRoot, job.jobName));
       await listener({
         jobName: job.jobName,
         phase: exitCode === 0 ? 'succeeded' : 'failed',
