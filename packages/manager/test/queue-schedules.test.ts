@@ -127,6 +127,12 @@ describe('schedules: cron, zone and template checks', () => {
     assert.ok(next > new Date());
     assert.equal(weekdays.timezone, 'Europe/Berlin');
     assert.equal(weekdays.lastRunAt, null);
+    // A zone named in another case is the same zone, stored as the zone database spells it.
+    const lower = await create(a, { cron: '0 9 * * mon-fri', timezone: 'europe/berlin' });
+    assert.equal(lower.timezone, 'Europe/Berlin');
+    assert.equal(lower.nextRunAt, weekdays.nextRunAt);
+    const removed = await call(a, 'DELETE', `/api/v1/queue/schedules/${lower.scheduleId}`);
+    assert.ok(removed.status < 300, removed.raw);
 
     const leap = await create(a, { cron: '0 12 29 feb *', name: 'leap day' });
     const leapAt = new Date(leap.nextRunAt);

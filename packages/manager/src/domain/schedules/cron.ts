@@ -19,17 +19,19 @@ const invalid = (field: string, message: string) =>
 export function checkTimezone(timezone: string): string {
   // Offsets (`+01:00`) and POSIX rules are not zone names; Intl alone would take some of them.
   const named = /^[A-Za-z][A-Za-z0-9_+-]*(?:\/[A-Za-z0-9_+-]+)*$/.test(timezone);
-  let known = false;
+  let resolved: string | null = null;
   if (named)
     try {
-      new Intl.DateTimeFormat('en-US', { timeZone: timezone });
-      known = true;
+      resolved = new Intl.DateTimeFormat('en-US', { timeZone: timezone }).resolvedOptions()
+        .timeZone;
     } catch {
-      known = false;
+      resolved = null;
     }
-  if (!known)
+  if (resolved === null)
     throw invalid('timezone', `timezone "${timezone}" is not a known IANA time zone name`);
-  return timezone;
+  // Zone names are matched without regard to case: kept as the database spells them
+  // (`europe/berlin` is stored and shown as `Europe/Berlin`), a link (`US/Pacific`) as given.
+  return resolved.toLowerCase() === timezone.toLowerCase() ? resolved : timezone;
 }
 
 /**
