@@ -4,7 +4,15 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { freePort, waitForHttp } from '@svc/testkit';
+import {
+  canary,
+  createTestStore,
+  freePort,
+  realPostgresAvailable,
+  waitForHttp,
+} from '@svc/testkit';
+import { managerTemplate } from './helpers.js';
+import { startFakeKube } from './kube-helpers.js';
 import {
   assembleImage,
   dockerignore,
@@ -26,8 +34,15 @@ after(() => {
 for (let dir = work; dir !== dirname(dir); dir = dirname(dir))
   assert.ok(!existsSync(join(dir, 'node_modules')), `${dir}/node_modules would leak in`);
 
+const assembled = new Map<string, AssembledImage>();
+/** Each image once per run: its tests start the same files. */
 function assemble(dockerfile: string): AssembledImage {
-  return assembleImage({ repo: ROOT, dockerfile, out: join(work, dockerfile.split('/')[1]!) });
+  let image = assembled.get(dockerfile);
+  if (!image) {
+    image = assembleImage({ repo: ROOT, dockerfile, out: join(work, dockerfile.split('/')[1]!) });
+    assembled.set(dockerfile, image);
+  }
+  return image;
 }
 
 /** The image's entrypoint, started in its own tree: `/app/...` arguments point there. */
@@ -99,6 +114,57 @@ describe('images, assembled from their Dockerfiles and started', () => {
     assert.doesNotMatch(await page.text(), /Console not built/);
     child.kill('SIGTERM');
     await new Promise((resolve) => child.once('exit', resolve));
+  });
+
+  it('manager: starts as deployed (runtime mode, PostgreSQL, Kubernetes launcher and Secret store) and keeps a credential in a Secret', async (t) => {
+    if (!(await realPostgresAvailable())) return t.skip('needs a PostgreSQL server');
+    const image = assemble('deploy/manager/Dockerfile');
+    // The settings the base deploys (deploy/base/manager/config.env), with this machine's
+    // addresses for the cluster's, and what the Secret and the overlay add.
+    const deployed = Object.fromEntries(
+      readFileSync(join(ROOT, 'deploy/base/manager/config.env'), 'utf8')
+        .split('\n')
+        .filter((line) => /^[A-Z_]+=/.test(line))
+        .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+    );
+    assert.equal(deployed['SVC_LAUNCHER'], 'kubernetes');
+    const fake = await startFakeKube();
+    const store = await createTestStore(managerTemplate);
+    const port = await freePort();
+    const key = canary('image-api-key');
+    try {
+      const { child, ready } = start(image, {
+        ...deployed,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        SVC_DATA_DIR: join(work, 'manager-runtime-data'),
+        SVC_KUBE_API_URL: fake.url,
+        DATABASE_URL: store.url,
+        SVC_API_KEY: key,
+        SVC_SESSION_STORAGE_CLASS: 'standard',
+        LOG_LEVEL: 'warn',
+      });
+      const base = `http://127.0.0.1:${port}`;
+      await ready(`${base}/health/readiness`, 60_000);
+      const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+      const put = await fetch(`${base}/api/v1/provider-profiles/builtin-a/credential`, {
+        method: 'PUT',
+        headers: auth,
+        body: JSON.stringify({
+          apiKey: canary('image-provider-key'),
+          config: { model: 'gpt-test', baseUrl: 'http://127.0.0.1:9/v1' },
+          delegatedBy: { system: 'images-test', requestId: 'req-image' },
+        }),
+      });
+      assert.ok(put.status === 200 || put.status === 201, await put.text());
+      // The credential went to a Kubernetes Secret: the production code path is in the image.
+      assert.ok(fake.get('secrets', 'svc-v01', 'svc-v01-provider-builtin-a'));
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    } finally {
+      await fake.close();
+      await store.drop();
+    }
   });
 
   it('auth broker: answers its health', async () => {
