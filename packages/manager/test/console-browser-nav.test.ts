@@ -83,6 +83,24 @@ describe('the console, seeded', { concurrency: false }, () => {
         await page.getByRole('heading', { name: task.title }).waitFor();
       });
 
+      it('a paused queue and a task held by it: the queue, its row and the task page say so', async () => {
+        await page.goto(url('/queue'));
+        const banner = page.locator('[data-paused]');
+        await banner.waitFor();
+        assert.match(await banner.innerText(), /paused[\s\S]*nightly[\s\S]*queue resume/);
+        const row = page.locator('tr', { hasText: 'Audit the dependencies' });
+        await row.waitFor();
+        assert.match(await row.innerText(), /queue-paused/);
+        // A dispatch would be refused: the row does not offer it.
+        assert.equal(await row.getByRole('button', { name: 'Dispatch' }).isDisabled(), true);
+        await row.getByRole('link', { name: 'Audit the dependencies' }).click();
+        await page.getByRole('heading', { name: 'Audit the dependencies' }).waitFor();
+        const facts = await page.locator('dl').first().innerText();
+        assert.match(facts, /repo:example\/web \(at most 1 at once\)/);
+        await page.locator('.waiting-reason').first().waitFor();
+        assert.match(await page.locator('.waiting-reason').first().innerText(), /paused/);
+      });
+
       it('a queued task can be dispatched or cancelled, and says when it runs', async () => {
         const [waiting] = seeded.waitingTasks;
         await page.goto(url(`/tasks/${waiting}`));
