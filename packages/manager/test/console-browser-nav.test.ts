@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
-import { launchBrowser, sidewaysOverflow, WIDTHS, type TestBrowser } from './browser.js';
+import {
+  axeFindings,
+  launchBrowser,
+  sidewaysOverflow,
+  WIDTHS,
+  type TestBrowser,
+} from './browser.js';
 import { seed, type Seeded } from './console-seed.js';
 import { useE2E } from './e2e-helpers.js';
 import { submit } from './queue-helpers.js';
@@ -254,6 +260,7 @@ describe('the console, seeded', { concurrency: false }, () => {
         await help.waitFor();
         for (const what of ['Runs', 'Sessions', 'Queue', 'Provider profiles', 'This help'])
           await help.getByRole('cell', { name: what, exact: true }).waitFor();
+        assert.deepEqual(await axeFindings(page), [], 'the help dialog, as axe-core sees it');
         await page.keyboard.press('Escape');
         await help.waitFor({ state: 'hidden' });
         for (const [key, heading] of [

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import {
+  axeFindings,
   launchBrowser,
   screenshotDir,
   sidewaysOverflow,
@@ -66,6 +67,7 @@ describe('the Schedules view', { concurrency: false }, () => {
       assert.match(text, /Europe\/Berlin/);
       assert.match(text, /Triage new issues/);
       assert.equal(await sidewaysOverflow(page), 0, 'the schedules view scrolls sideways');
+      assert.deepEqual(await axeFindings(page), [], 'the schedules view, as axe-core sees it');
       await page.screenshot({ path: join(await screenshotDir(), `schedules-${name}.png`) });
       await row.locator(`a[href="/tasks/${taskId}"]`).click();
       await page.getByRole('heading', { name: 'Triage new issues' }).waitFor();

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Page } from 'playwright-core';
 import {
+  axeFindings,
   foreignRequests,
   launchBrowser,
   screenshotDir,
@@ -66,6 +67,7 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     const alert = await page.getByRole('alert').innerText();
     assert.match(alert, /auth-failed/);
     assert.match(alert, /bearer token rejected/);
+    assert.deepEqual(await axeFindings(page), [], 'the key prompt, as axe-core sees it');
 
     await page.getByLabel('API key').fill(API_KEY);
     await page.getByRole('button', { name: 'Use this key' }).click();
@@ -235,6 +237,7 @@ describe('the web console in a real browser', { concurrency: false }, () => {
     await page.getByRole('button', { name: 'Cancel run' }).click();
     const dialog = page.getByRole('dialog');
     await dialog.getByLabel('Reason (optional)').fill('stopped from the console');
+    assert.deepEqual(await axeFindings(page), [], 'the confirmation, as axe-core sees it');
     // Backing out does nothing; confirming cancels.
     await dialog.getByRole('button', { name: 'Back' }).click();
     assert.equal((await rig.e.t.api('GET', `/api/v1/runs/${runId}`)).body.cancelRequested, false);

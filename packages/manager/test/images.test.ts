@@ -130,6 +130,7 @@ describe('images, assembled from their Dockerfiles and started', () => {
     assert.equal(deployed['SVC_LAUNCHER'], 'kubernetes');
     const fake = await startFakeKube();
     const store = await createTestStore(managerTemplate);
+    assert.equal(store.kind, 'postgres');
     const port = await freePort();
     const key = canary('image-api-key');
     try {
@@ -139,7 +140,7 @@ describe('images, assembled from their Dockerfiles and started', () => {
         PORT: String(port),
         SVC_DATA_DIR: join(work, 'manager-runtime-data'),
         SVC_KUBE_API_URL: fake.url,
-        DATABASE_URL: store.url,
+        DATABASE_URL: store.kind === 'postgres' ? store.url : '',
         SVC_API_KEY: key,
         SVC_SESSION_STORAGE_CLASS: 'standard',
         LOG_LEVEL: 'warn',

@@ -391,7 +391,7 @@ describe('a held-back task never holds back the work behind it', { skip }, () =>
     const { a } = pair;
     assert.equal((await settings('hk', { paused: true })).status, 200);
     // More tasks of the key than the room there is, all ahead of the others.
-    const keyed = [];
+    const keyed: Array<{ taskId: string }> = [];
     for (let i = 0; i < 4; i++)
       keyed.push(await submitTo(pair, a, { queue: 'hk', concurrencyKey: 'repo/hk' }, 'slow'));
     const others = [
@@ -413,7 +413,7 @@ describe('a held-back task never holds back the work behind it', { skip }, () =>
     const { a } = pair;
     assert.equal((await settings('narrow', { maxRunning: 1, paused: true })).status, 200);
     assert.equal((await settings('wide', { paused: true })).status, 200);
-    const narrow = [];
+    const narrow: Array<{ taskId: string }> = [];
     for (let i = 0; i < 4; i++) narrow.push(await submitTo(pair, a, { queue: 'narrow' }, 'slow'));
     const wide = [
       await submitTo(pair, a, { queue: 'wide' }, 'slow'),
