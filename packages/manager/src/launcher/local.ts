@@ -202,11 +202,12 @@ export class LocalLauncher implements Launcher {
     // Who the job is, for a manager that restarts while it runs (see start).
     const identity = identityOf(pid);
     if (identity)
-      await writeIdentity(identityFile(this.options.jobsRoot, spec.jobName), identity).catch((error: unknown) =>
-        this.options.logger.warn(
-          { jobName: spec.jobName, err: String(error) },
-          'recording the job’s process failed; a restarted manager will not adopt it',
-        ),
+      await writeIdentity(identityFile(this.options.jobsRoot, spec.jobName), identity).catch(
+        (error: unknown) =>
+          this.options.logger.warn(
+            { jobName: spec.jobName, err: String(error) },
+            'recording the job’s process failed; a restarted manager will not adopt it',
+          ),
       );
     return { phase: 'running', logPath: paths.log, podIdentity: `local:${hostname()}:${pid}` };
   }
@@ -371,16 +372,16 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
-/**
- * A job launched before job directories recorded their process: its pod identity's pid, if
- * that process is really this job's runner (its environment names the job; pids are reused).
- */
 /** Whether the job's process was started on this host (`local:<host>:<pid>`). */
 function startedOnThisHost(job: ActiveJob): boolean {
   const parts = job.podIdentity?.split(':') ?? [];
   return parts.length >= 3 && parts.slice(1, -1).join(':') === hostname();
 }
 
+/**
+ * A job whose process the launcher has no record of: its pod identity's pid, if that process
+ * is really this job's runner (its environment names the job; pids are reused).
+ */
 function earlierIdentity(job: ActiveJob): ProcessIdentity | null {
   const pid = Number(job.podIdentity?.split(':').at(-1));
   if (!Number.isInteger(pid) || pid <= 0) return null;

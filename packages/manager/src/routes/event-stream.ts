@@ -35,7 +35,7 @@ export function eventStreamRoutes(app: App, ctx: Ctx): void {
         response: {
           200: {
             description:
-              'text/event-stream: `id:` seq, `data:` event envelope; `event: run` with the run\'s state, activity and lastCommand, at the start and on every change; `event: end` when the run is terminal',
+              "text/event-stream: `id:` seq, `data:` event envelope; `event: run` with the run's state, activity and lastCommand, at the start and on every change; `event: end` when the run is terminal",
             content: { 'text/event-stream': { schema: Type.String() } },
           },
           ...errors,
