@@ -225,12 +225,16 @@ describe('with SVC_LOCAL_ISOLATION=off', () => {
   });
 });
 
-async function probed(t: TestManager, jobName: string): Promise<any> {
-  return waitFor('the job to call the API', async () =>
-    JSON.parse(
-      await readFile(join(t.dataDir, 'jobs', jobName, 'api.json'), 'utf8').catch(() => 'null'),
-    ),
+/** A runner Job started, and the statuses of its keyless calls to the API (api.json). */
+async function probedJob(t: TestManager): Promise<{ runId: string; api: any }> {
+  const { runId, commandId } = await runAndCommand(t);
+  const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
+  assert.equal(created.status, 201, created.raw);
+  const file = join(t.dataDir, 'jobs', created.body.jobName, 'api.json');
+  const api = await waitFor('the job to call the API', async () =>
+    JSON.parse(await readFile(file, 'utf8').catch(() => 'null')),
   );
+  return { runId, api };
 }
 
 describe(
@@ -244,10 +248,7 @@ describe(
     after(() => t?.close());
 
     it('gets no operator access from inside its sandbox, while the host keeps it', async () => {
-      const { runId, commandId } = await runAndCommand(t);
-      const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
-      assert.equal(created.status, 201, created.raw);
-      const api = await probed(t, created.body.jobName);
+      const { runId, api } = await probedJob(t);
       // Listing runs, starting one under another profile, reading profiles: all refused.
       assert.deepEqual(api, { list: 401, create: 401, profiles: 401 });
       // A keyless call from outside every sandbox is still the operator's.
@@ -367,10 +368,7 @@ describe(
     });
 
     it('calls the API with no credential: refused, as the manager has a key', async () => {
-      const { runId, commandId } = await runAndCommand(t);
-      const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
-      assert.equal(created.status, 201, created.raw);
-      const api = await probed(t, created.body.jobName);
+      const { runId, api } = await probedJob(t);
       assert.deepEqual(api, { list: 401, create: 401, profiles: 401 });
       await t.api('POST', `/api/v1/runs/${runId}/cancel`, { reason: 'done' });
     });

@@ -50,12 +50,12 @@ export async function claimBatch<W>(
         SELECT q.tenant_id FROM (
           SELECT DISTINCT tenant_id FROM queue_tasks WHERE state = 'queued'
         ) q
-        WHERE coalesce(
-          (SELECT value FROM queue_limits WHERE scope = 'tenant' AND name = q.tenant_id),
-          (${JSON.stringify(settings.tenants)}::jsonb ->> q.tenant_id)::int,
-          ${settings.perTenant}::int,
-          2147483647
-        ) > (SELECT coalesce(sum(n), 0) FROM used u WHERE u.tenant_id = q.tenant_id)
+        WHERE ${limitIn(
+          sql`(SELECT value FROM queue_limits WHERE scope = 'tenant' AND name = q.tenant_id)`,
+          settings.tenants,
+          sql.ref('q.tenant_id'),
+          settings.perTenant,
+        )} > (SELECT coalesce(sum(n), 0) FROM used u WHERE u.tenant_id = q.tenant_id)
       ),
       -- Profiles and queues at their limit, once per claim (the few with slots or a limit).
       full_profiles AS (
@@ -64,12 +64,12 @@ export async function claimBatch<W>(
           UNION SELECT name FROM queue_limits WHERE scope = 'profile'
           UNION SELECT jsonb_object_keys(${JSON.stringify(settings.profiles)}::jsonb)
         ) p
-        WHERE coalesce(
-          (SELECT value FROM queue_limits WHERE scope = 'profile' AND name = p.name),
-          (${JSON.stringify(settings.profiles)}::jsonb ->> p.name)::int,
-          ${settings.perProfile}::int,
-          2147483647
-        ) <= (SELECT coalesce(sum(n), 0) FROM used u WHERE u.backend_profile = p.name)
+        WHERE ${limitIn(
+          sql`(SELECT value FROM queue_limits WHERE scope = 'profile' AND name = p.name)`,
+          settings.profiles,
+          sql.ref('p.name'),
+          settings.perProfile,
+        )} <= (SELECT coalesce(sum(n), 0) FROM used u WHERE u.backend_profile = p.name)
       ),
       full_queues AS (
         SELECT q.name FROM (
@@ -77,12 +77,12 @@ export async function claimBatch<W>(
           UNION SELECT queue FROM queue_settings WHERE max_running IS NOT NULL
           UNION SELECT jsonb_object_keys(${JSON.stringify(settings.queues)}::jsonb)
         ) q
-        WHERE coalesce(
-          (SELECT max_running FROM queue_settings WHERE queue = q.name),
-          (${JSON.stringify(settings.queues)}::jsonb ->> q.name)::int,
-          ${settings.perQueue}::int,
-          2147483647
-        ) <= (SELECT coalesce(sum(n), 0) FROM used u WHERE u.queue = q.name)
+        WHERE ${limitIn(
+          sql`(SELECT max_running FROM queue_settings WHERE queue = q.name)`,
+          settings.queues,
+          sql.ref('q.name'),
+          settings.perQueue,
+        )} <= (SELECT coalesce(sum(n), 0) FROM used u WHERE u.queue = q.name)
       )
       SELECT cap.capacity_queues, cap.capacity_used, cap.capacity_paused, cap.capacity_stored,
         cap.capacity_rates, cap.room AS capacity_room, c.*
@@ -151,6 +151,18 @@ export async function claimBatch<W>(
     return { claimed, written: await write(trx, claimed), more };
   });
 }
+
+/**
+ * The limit in force for `name`: stored through the API, else configured by name, else the
+ * configured default; no limit at all reads as the largest integer.
+ */
+const limitIn = (
+  stored: RawBuilder<unknown>,
+  configured: Record<string, number>,
+  name: RawBuilder<unknown>,
+  fallback: number | null,
+) =>
+  sql`coalesce(${stored}, (${JSON.stringify(configured)}::jsonb ->> ${name})::int, ${fallback}::int, 2147483647)`;
 
 /** A queued task whose `runAfter`, if any, has come: what a claim may start. */
 const dueTask = (t: RawBuilder<unknown>) =>
