@@ -14,7 +14,7 @@ export const permissiveWithSandboxes = (config: ManagerConfig): boolean =>
   config.launcher.isolation.mode === 'on';
 
 /**
- * Whether a loopback connection was opened from inside a local runner sandbox. A sandbox
+ * Whether a connection was opened from inside a local runner sandbox. A sandbox
  * shares the host's network (its runner and agent must reach the manager and the model
  * provider), so without an API key the manager's API on loopback would be open to any code the
  * agent runs there: it could start runs of other profiles and read what they print. Such a
@@ -38,14 +38,22 @@ export class SandboxPeers {
   async #lookUp(socket: Socket): Promise<boolean> {
     const own = await this.#ownNamespace;
     const { remoteAddress, remotePort, localPort } = socket;
-    if (!own || !remotePort || !localPort || !isLoopback(remoteAddress)) return false;
-    const inode = await socketInode(remotePort, localPort);
-    if (!inode) return false;
-    const target = `socket:[${inode}]`;
+    // Any address: a sandbox shares the host's network, so it may also come in through one
+    // of the host's other addresses when the manager listens on them.
+    if (!own || !remoteAddress || !remotePort || !localPort) return false;
+    // The processes of other PID namespaces first: with no sandbox alive there are none, and
+    // the socket tables (one row per connection of the host) are not read at all.
+    const foreign: string[] = [];
     for (const pid of await readdir('/proc')) {
       if (!/^\d+$/.test(pid)) continue;
       const namespace: string = await readlink(`/proc/${pid}/ns/pid`).catch(() => own);
-      if (namespace === own) continue;
+      if (namespace !== own) foreign.push(pid);
+    }
+    if (foreign.length === 0) return false;
+    const inode = await socketInode(remotePort, localPort);
+    if (!inode) return false;
+    const target = `socket:[${inode}]`;
+    for (const pid of foreign) {
       const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
       for (const fd of fds)
         if ((await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '')) === target) return true;
@@ -54,15 +62,10 @@ export class SandboxPeers {
   }
 }
 
-function isLoopback(address: string | undefined): boolean {
-  if (!address) return false;
-  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
-  return v4.startsWith('127.') || address === '::1';
-}
-
 /**
- * The inode of the client's end of a loopback TCP connection: the row of /proc/net/tcp (or
- * tcp6) whose local port is the connection's remote port and whose remote port is ours.
+ * The inode of the client's end of a TCP connection from this host: the row of /proc/net/tcp
+ * (or tcp6) whose local port is the connection's remote port and whose remote port is ours.
+ * A client on another host has no such row.
  */
 async function socketInode(clientPort: number, serverPort: number): Promise<string | null> {
   const local = `:${hexPort(clientPort)}`;
