@@ -62,9 +62,9 @@ interface Job {
  * readable only by the runner's user, and are deleted when the job ends; the environment and
  * every record carry names and paths only. The launcher records the process each job runs as
  * (pid, start time, boot: `job-processes/<job>.json`, which no job can write), so a manager
- * restarted on the same data
- * directory adopts the jobs of the one before, which kept running meanwhile, instead of
- * killing them: their leases, turns and model calls go on. Closing the manager stops its jobs.
+ * restarted on the same data directory adopts the jobs of the one before, which kept running
+ * meanwhile, instead of killing them: their leases, turns and model calls go on. Closing the
+ * manager stops its jobs.
  */
 export class LocalLauncher implements Launcher {
   readonly kind = 'local' as const;
