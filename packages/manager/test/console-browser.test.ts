@@ -198,6 +198,9 @@ describe('the web console in a real browser', { concurrency: false }, () => {
         assert.equal(await card.getByText('Waiting for the reply…').count(), 1);
 
         const pane = page.locator('.timeline');
+        // Opening the tool's output scrolled the pane to it when more had arrived below: the
+        // reader goes back to the end, from where the pane follows.
+        await pane.evaluate((el) => (el.scrollTop = el.scrollHeight));
         await page.locator('.entry.assistant .streaming').waitFor({ timeout: 60_000 });
         await waitFor('the log to overflow its pane', () =>
           pane.evaluate((el) => el.scrollHeight > el.clientHeight + 200),

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach } from 'node:test';
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import {
   ensureTestTag,
   FakeProvider,
@@ -181,6 +182,18 @@ export async function waitForCommand(
     if (Date.now() > deadline)
       throw new Error(`command ${commandId} still ${command.body.state} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * A JSON file a job writes, once it is there whole: null while it is missing or still being
+ * written (a reader can catch a plain write half done), for `waitFor` to try again.
+ */
+export async function jsonFileOnceWhole(path: string): Promise<any> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8'));
+  } catch {
+    return null;
   }
 }
 

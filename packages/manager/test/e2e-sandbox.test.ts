@@ -97,8 +97,10 @@ function section(output: string, name: string): string {
  * the provider received it, and the probing run's events.
  */
 async function probe(r: Rig, policy: Record<string, unknown>) {
+  // Each job its own script: the holding agent asks again by itself when its call yields, and
+  // must never be the one handed the probes.
   provider.dropSteps();
-  provider.enqueue({ kind: 'tool-call', command: 'sleep 45', callId: 'hold' });
+  provider.enqueueFor(r.otherKey, { kind: 'tool-call', command: 'sleep 45', callId: 'hold' });
   const other = await dispatchTo(r.m, 'Hold on.', {
     backendProfile: 'probe-other',
     executionPolicy: { timeoutMs: 60_000 },
@@ -109,7 +111,8 @@ async function probe(r: Rig, policy: Record<string, unknown>) {
     30_000,
   );
   const before = provider.requestsOf().length;
-  provider.enqueue(
+  provider.enqueueFor(
+    r.ownKey,
     {
       kind: 'tool-call',
       command: probeScript(r.m.dataDir, r.m.pid, other.job.jobName as string),

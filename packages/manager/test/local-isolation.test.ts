@@ -8,7 +8,7 @@ import { ConfigError } from '@svc/contracts';
 import { canary, ensureTestTag, findCanaries, processesWithTag } from '@svc/testkit';
 import { loadConfig } from '../src/index.js';
 import { runBody, startTestManager, type TestManager } from './helpers.js';
-import { waitFor } from './e2e-helpers.js';
+import { jsonFileOnceWhole, waitFor } from './e2e-helpers.js';
 import { findCanariesInTree } from './secret-scan.js';
 
 /**
@@ -89,9 +89,7 @@ async function runAndCommand(t: TestManager, profile = 'builtin-a') {
 
 async function seen(t: TestManager, jobName: string): Promise<any> {
   return waitFor('the job to start', async () =>
-    JSON.parse(
-      await readFile(join(t.dataDir, 'jobs', jobName, 'seen.json'), 'utf8').catch(() => 'null'),
-    ),
+    jsonFileOnceWhole(join(t.dataDir, 'jobs', jobName, 'seen.json')),
   );
 }
 
@@ -232,7 +230,7 @@ async function probedJob(t: TestManager): Promise<{ runId: string; api: any }> {
   assert.equal(created.status, 201, created.raw);
   const file = join(t.dataDir, 'jobs', created.body.jobName, 'api.json');
   const api = await waitFor('the job to call the API', async () =>
-    JSON.parse(await readFile(file, 'utf8').catch(() => 'null')),
+    jsonFileOnceWhole(file),
   );
   return { runId, api };
 }

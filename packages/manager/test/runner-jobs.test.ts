@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
 import { canary, findCanaries } from '@svc/testkit';
 import { runBody, startTestManager, type TestManager } from './helpers.js';
-import { waitFor } from './e2e-helpers.js';
+import { jsonFileOnceWhole, waitFor } from './e2e-helpers.js';
 
 /**
  * The runner-jobs API and the local launcher. The launcher and its per-job files are real; the
@@ -112,7 +112,7 @@ describe('runner jobs', () => {
     // What the job received: names in its environment, values only in its 0600 secret file.
     const jobDir = join(t.dataDir, 'jobs', body.jobName);
     const seen = await waitFor('the job to start', async () =>
-      JSON.parse(await readFile(join(jobDir, 'seen-env.json'), 'utf8').catch(() => 'null')),
+      jsonFileOnceWhole(join(jobDir, 'seen-env.json')),
     );
     assert.deepEqual(
       findCanaries(JSON.stringify(seen), [secretValue, 'manager-key-for-runner-jobs-test']),

@@ -93,6 +93,8 @@ export class FakeProvider {
   readonly requests: RecordedRequest[] = [];
   #server: Server;
   #script: ProviderStep[] = [];
+  /** Scripts of one API key: a request with that key never takes a step of the shared script. */
+  #keyed = new Map<string, ProviderStep[]>();
   #waiters: Waiter[] = [];
   #releases = new Set<() => void>();
   #open = new Set<ServerResponse>();
@@ -137,9 +139,23 @@ export class FakeProvider {
     return this;
   }
 
+  /**
+   * Append steps for the requests that carry `apiKey` as their bearer token. With two agents
+   * asking one provider, which of them asks next is a race (an agent asks again by itself when
+   * a long tool call yields): a keyed script gives each its own steps. Once a key has a script,
+   * its requests never take the shared script's steps, even when its own has run out.
+   */
+  enqueueFor(apiKey: string, ...steps: ProviderStep[]): this {
+    const script = this.#keyed.get(apiKey) ?? [];
+    script.push(...steps);
+    this.#keyed.set(apiKey, script);
+    return this;
+  }
+
   /** Forget the steps an earlier test left unused, so a test's script starts clean. */
   dropSteps(): this {
     this.#script.length = 0;
+    this.#keyed.clear();
     return this;
   }
 
@@ -241,7 +257,8 @@ export class FakeProvider {
     res.once('finish', () => (record.respondedAt = Date.now()));
     if (record.kind === 'compact') return this.#answerCompact(record, res);
     if (record.kind === 'other') return json(res, 404, errorBody(404));
-    const step = this.#script.shift() ??
+    const keyed = record.bearer === null ? undefined : this.#keyed.get(record.bearer);
+    const step = (keyed ? keyed.shift() : this.#script.shift()) ??
       this.#fallback?.(record) ?? { kind: 'text', text: this.#defaultText };
     await this.#answer(step, record, res);
   }

@@ -2,7 +2,7 @@
 // a tool call is one entry (command, status, exit code, how long it took) with its output
 // collapsed under it, everything else is one line with its data a click away. Every entry says
 // when it happened. The pane follows new output unless the reader scrolled up.
-import { useLayoutEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import type { EventEnvelope } from '../api.js';
 import type { LiveEvents } from '../live.js';
 import { renderMarkdown } from '../markdown.js';
@@ -214,6 +214,7 @@ export function Timeline(props: {
   const entries = entriesOf(live.events);
   const pane = useRef<HTMLDivElement>(null);
   const following = useRef(true);
+  const lastTop = useRef(0);
   const [behind, setBehind] = useState(false);
 
   // After each render with new events: keep the end in view, unless the reader scrolled up.
@@ -224,11 +225,28 @@ export function Timeline(props: {
     else setBehind(true);
   }, [live.events.length]);
 
+  // Anything else that changes the pane while the reader is at the end (an entry that grows or
+  // re-renders, the turn’s end) keeps the end in view too.
+  useEffect(() => {
+    const el = pane.current;
+    if (!el) return;
+    const observer = new MutationObserver(() => {
+      if (following.current) el.scrollTop = el.scrollHeight;
+    });
+    observer.observe(el, { childList: true, subtree: true, characterData: true });
+    return () => observer.disconnect();
+  }, []);
+
+  // Only the reader moving up leaves the end; a scroll the layout makes (content that shrinks,
+  // an anchor kept in place) does not.
   const onScroll = () => {
     const el = pane.current;
     if (!el) return;
-    following.current = el.scrollHeight - el.scrollTop - el.clientHeight <= FOLLOW_SLACK;
-    if (following.current) setBehind(false);
+    if (el.scrollHeight - el.scrollTop - el.clientHeight <= FOLLOW_SLACK) {
+      following.current = true;
+      setBehind(false);
+    } else if (el.scrollTop < lastTop.current) following.current = false;
+    lastTop.current = el.scrollTop;
   };
 
   let lastCommand: string | null = null;
