@@ -229,9 +229,7 @@ async function probedJob(t: TestManager): Promise<{ runId: string; api: any }> {
   const created = await t.api('POST', `/api/v1/runs/${runId}/runner-jobs`, { commandId });
   assert.equal(created.status, 201, created.raw);
   const file = join(t.dataDir, 'jobs', created.body.jobName, 'api.json');
-  const api = await waitFor('the job to call the API', async () =>
-    jsonFileOnceWhole(file),
-  );
+  const api = await waitFor('the job to call the API', async () => jsonFileOnceWhole(file));
   return { runId, api };
 }
 
