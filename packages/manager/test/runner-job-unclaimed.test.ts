@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { pbkdf2 } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -114,6 +115,57 @@ describe('a runner Job that ends before claiming', () => {
       return res.body.state === 'failed' ? res.body : undefined;
     });
     assert.equal(failed.failureKind, 'infra-failed');
+  });
+
+  it('a runner that dies while its launch still waits on the file system: its turn fails all the same', async () => {
+    // The launcher's file work waits behind a busy thread pool (as on a loaded host), so the
+    // runner, which exits at once, ends before its launch is done. Its exit must not be missed:
+    // a missed one left the job `running` for good, and the manager's shutdown waiting on it.
+    let busy = true;
+    const hog = () => {
+      if (busy) pbkdf2('x', 'salt', 60_000, 32, 'sha256', hog);
+    };
+    for (let i = 0; i < 12; i++) hog();
+    try {
+      const sends = [];
+      for (let i = 0; i < 3; i++) {
+        const session = await dying.t.api('POST', '/api/v1/sessions', {
+          backendProfile: 'builtin-a',
+          runBase: {
+            tenantId: 'tenant-a',
+            projectId: 'proj-1',
+            workspaceRef: { kind: 'opaque' },
+            providerId: 'openai',
+          },
+        });
+        const sent = await dying.t.api('POST', `/api/v1/sessions/${session.body.sessionId}/send`, {
+          prompt: 'hello',
+        });
+        assert.equal(sent.status, 201, sent.raw);
+        sends.push(sent.body);
+      }
+      for (const sent of sends) {
+        const failed = await until(
+          'the turn to fail',
+          async () => {
+            const res = await dying.t.api(
+              'GET',
+              `/api/v1/runs/${sent.run.runId}/commands/${sent.command.commandId}`,
+            );
+            return res.body.state === 'failed' ? res.body : undefined;
+          },
+          30_000,
+        );
+        assert.equal(failed.failureKind, 'infra-failed');
+        const jobs = (await dying.t.api('GET', `/api/v1/runs/${sent.run.runId}/runner-jobs`)).body;
+        assert.deepEqual(
+          jobs.runnerJobs.map((j: any) => [j.phase, j.exitCode]),
+          [['failed', 3]],
+        );
+      }
+    } finally {
+      busy = false;
+    }
   });
 
   it('a job whose runner claimed is left to the lease rules: its command is not failed', async () => {

@@ -187,17 +187,22 @@ export class LocalLauncher implements Launcher {
       },
     );
     sandbox?.close();
-    // Listen before any await: 'spawn' fires on the next turn of the event loop.
+    // Listen before any await: 'spawn' fires on the next turn of the event loop, and a runner
+    // that dies at once can exit while the log closes. A missed exit would leave its job
+    // `running` for good, and a shutdown waiting for it.
     const spawned = new Promise<number>((resolve, reject) => {
       child.once('spawn', () => resolve(child.pid!));
       child.once('error', reject);
     });
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      child.once('exit', (code, signal) => resolve([code, signal])),
+    );
     await log.close();
     const pid = await spawned;
     const job = this.#follow(spec.jobName, paths.dir, pid, null);
-    child.once('exit', (code, signal) => {
+    void exited.then(([code, signal]) => {
       const phase = job.cancelled ? 'cancelled' : code === 0 ? 'succeeded' : 'failed';
-      void this.#ended(spec.jobName, job, phase, code, { exitCode: code, signal });
+      return this.#ended(spec.jobName, job, phase, code, { exitCode: code, signal });
     });
     // Who the job is, for a manager that restarts while it runs (see start).
     const identity = identityOf(pid);
