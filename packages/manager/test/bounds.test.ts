@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import {
   createSession,
+  SESSION_RUN_BASE,
   runBody,
   startTestManager,
   TestRunner,
@@ -78,13 +79,7 @@ const BODIES: Record<string, () => Record<string, unknown>> = {
   }),
   'POST /api/v1/sessions': () => ({
     backendProfile: 'builtin-a',
-    runBase: {
-      tenantId: 'tenant-a',
-      projectId: 'proj-1',
-      workspaceRef: { kind: 'opaque' },
-      providerId: 'openai',
-      executionPolicy: { timeoutMs: 60_000 },
-    },
+    runBase: { ...SESSION_RUN_BASE, executionPolicy: { timeoutMs: 60_000 } },
     expiresInSeconds: 3600,
   }),
   'POST /api/v1/sessions/{sessionId}/send': () => ({

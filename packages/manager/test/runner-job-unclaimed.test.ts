@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { dispatch, show, startQueueRig, submit, type QueueRig } from './queue-helpers.js';
-import { plantTrigger, TestRunner } from './helpers.js';
+import { createSession, plantTrigger, TestRunner } from './helpers.js';
 
 /** Stand-in runner programs: one that dies at once, one that lives a little, then fails. */
 let dir: string;
@@ -94,16 +94,8 @@ describe('a runner Job that ends before claiming', () => {
   });
 
   it('a session send with its own runner Job: the turn fails the same way', async () => {
-    const session = await dying.t.api('POST', '/api/v1/sessions', {
-      backendProfile: 'builtin-a',
-      runBase: {
-        tenantId: 'tenant-a',
-        projectId: 'proj-1',
-        workspaceRef: { kind: 'opaque' },
-        providerId: 'openai',
-      },
-    });
-    const sent = await dying.t.api('POST', `/api/v1/sessions/${session.body.sessionId}/send`, {
+    const session = await createSession(dying.t);
+    const sent = await dying.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
       prompt: 'hello',
     });
     assert.equal(sent.status, 201, sent.raw);
@@ -129,16 +121,8 @@ describe('a runner Job that ends before claiming', () => {
     try {
       const sends = [];
       for (let i = 0; i < 3; i++) {
-        const session = await dying.t.api('POST', '/api/v1/sessions', {
-          backendProfile: 'builtin-a',
-          runBase: {
-            tenantId: 'tenant-a',
-            projectId: 'proj-1',
-            workspaceRef: { kind: 'opaque' },
-            providerId: 'openai',
-          },
-        });
-        const sent = await dying.t.api('POST', `/api/v1/sessions/${session.body.sessionId}/send`, {
+        const session = await createSession(dying.t);
+        const sent = await dying.t.api('POST', `/api/v1/sessions/${session.sessionId}/send`, {
           prompt: 'hello',
         });
         assert.equal(sent.status, 201, sent.raw);
